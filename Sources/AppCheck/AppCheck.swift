@@ -1,0 +1,1 @@
+// App Check verification lives here.

@@ -1,0 +1,1 @@
+// Event loop lives here.

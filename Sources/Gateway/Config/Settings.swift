@@ -1,0 +1,181 @@
+import Foundation
+
+/// The validated, ready-to-use configuration. Produced only by `ConfigLoader` from what the user wrote
+/// (SPEC §3); every value here has passed its checks, so the server never re-validates.
+public struct Settings: Sendable {
+    public var server: ServerSettings
+    public var appCheck: AppCheckSettings
+    public var replay: ReplaySettings
+    /// Upstreams by name, in file order.
+    public var upstreams: [UpstreamSettings]
+    /// Routes in file order; the first match wins.
+    public var routes: [RouteSettings]
+    /// The file this came from (for reload and messages).
+    public var sourcePath: String
+
+    public init(server: ServerSettings, appCheck: AppCheckSettings, replay: ReplaySettings,
+                upstreams: [UpstreamSettings], routes: [RouteSettings], sourcePath: String) {
+        self.server = server
+        self.appCheck = appCheck
+        self.replay = replay
+        self.upstreams = upstreams
+        self.routes = routes
+        self.sourcePath = sourcePath
+    }
+}
+
+/// A `host:port` to listen on or connect to. `host` is an IPv4 or IPv6 literal (no brackets) or a name.
+public struct HostPort: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+    public init(host: String, port: UInt16) { self.host = host; self.port = port }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// An IPv4 or IPv6 network, for `trusted_proxies`.
+public struct CIDR: Sendable, Hashable, CustomStringConvertible {
+    /// 4 bytes for IPv4, 16 for IPv6.
+    public var address: [UInt8]
+    public var prefixLength: Int
+    public init(address: [UInt8], prefixLength: Int) { self.address = address; self.prefixLength = prefixLength }
+    public var description: String { "\(address.count == 4 ? address.map(String.init).joined(separator: ".") : "ipv6")/\(prefixLength)" }
+    /// True when `ip` (4 or 16 bytes) lies in this network.
+    public func contains(_ ip: [UInt8]) -> Bool {
+        guard ip.count == address.count else { return false }
+        var bits = prefixLength
+        var i = 0
+        while bits > 0 {
+            let mask: UInt8 = bits >= 8 ? 0xFF : UInt8(truncatingIfNeeded: 0xFF << (8 - bits))
+            if ip[i] & mask != address[i] & mask { return false }
+            bits -= 8
+            i += 1
+        }
+        return true
+    }
+}
+
+public enum LogLevel: String, Sendable, Comparable, CaseIterable {
+    case debug, info, warning, error
+    var rank: Int { switch self { case .debug: 0; case .info: 1; case .warning: 2; case .error: 3 } }
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
+}
+
+public struct TLSSettings: Sendable {
+    public var listen: [HostPort]
+    public var certificatePath: String
+    public var privateKeyPath: String
+    /// "1.2" or "1.3".
+    public var minVersion: String
+    public init(listen: [HostPort], certificatePath: String, privateKeyPath: String, minVersion: String) {
+        self.listen = listen; self.certificatePath = certificatePath
+        self.privateKeyPath = privateKeyPath; self.minVersion = minVersion
+    }
+}
+
+public struct LimitSettings: Sendable {
+    public var maxConnections: Int = 10_000
+    public var maxHeaderBytes: Int = 16 * 1024
+    public var maxHeaders: Int = 100
+    public var maxBodyBytes: Int64 = 10 * 1024 * 1024
+    /// Seconds.
+    public var headerTimeout: Double = 10
+    public var idleTimeout: Double = 60
+    public var shutdownGrace: Double = 10
+    public init() {}
+}
+
+public struct ServerSettings: Sendable {
+    public var listen: [HostPort] = [HostPort(host: "0.0.0.0", port: 8080)]
+    public var tls: TLSSettings? = nil
+    public var adminListen: HostPort? = HostPort(host: "127.0.0.1", port: 9901)
+    /// Resolved: `auto` becomes the number of cores.
+    public var threads: Int = 1
+    public var limits = LimitSettings()
+    public var trustedProxies: [CIDR] = []
+    public var logLevel: LogLevel = .info
+    public init() {}
+}
+
+public struct JWKSSettings: Sendable {
+    public var url: String = "https://firebaseappcheck.googleapis.com/v1/jwks"
+    public var maxAge: Double = 6 * 3600
+    public var unknownKidRefreshInterval: Double = 60
+    public var maxStale: Double = 24 * 3600
+    /// Empty = none.
+    public var cacheFile: String = ""
+    public init() {}
+}
+
+public struct OutdatedClientSettings: Sendable {
+    public var header: String
+    /// Already compiled and checked by the loader.
+    public var pattern: String
+    public init(header: String, pattern: String) { self.header = header; self.pattern = pattern }
+}
+
+public struct AppCheckSettings: Sendable {
+    public var projectNumber: String = ""
+    public var projectId: String? = nil
+    public var appIds: [String] = []
+    public var jwks = JWKSSettings()
+    public var clockSkew: Double = 10
+    public var tokenCacheSize: Int = 100_000
+    public var outdatedClient: OutdatedClientSettings? = nil
+    public init() {}
+}
+
+public enum ReplayStoreKind: String, Sendable { case memory, sqlite, redis }
+
+public struct ReplaySettings: Sendable {
+    public var store: ReplayStoreKind = .memory
+    public var sqlitePath: String = "/var/lib/appcheck-gateway/replay.sqlite"
+    public var redisURL: String = "redis://127.0.0.1:6379/0"
+    public var keyPrefix: String = "appcheck:replay:"
+    public var timeout: Double = 0.25
+    public var limitedUseMaxTTL: Double = 300
+    public init() {}
+}
+
+public struct UpstreamSettings: Sendable {
+    public var name: String
+    /// "http" or "https".
+    public var scheme: String
+    public var host: String
+    public var port: UInt16
+    /// Path prefix from the URL ("" when the URL has none or just "/"); prepended to forwarded paths.
+    public var basePath: String
+    public var connectTimeout: Double = 2
+    public var responseTimeout: Double = 30
+    public var maxIdleConnections: Int = 64
+    /// For https upstreams: a PEM bundle instead of the system store.
+    public var caFile: String? = nil
+    public init(name: String, scheme: String, host: String, port: UInt16, basePath: String) {
+        self.name = name; self.scheme = scheme; self.host = host; self.port = port; self.basePath = basePath
+    }
+}
+
+public enum Enforcement: String, Sendable { case enforce, monitor, off }
+public enum CORSPreflight: String, Sendable { case bypass, verify }
+
+public enum RouteMatch: Sendable, Equatable {
+    case exact(String)
+    case prefix(String)
+}
+
+public struct RouteSettings: Sendable {
+    public var name: String
+    public var match: RouteMatch
+    /// Upper-case method names; empty = any method.
+    public var methods: [String] = []
+    /// Index into `Settings.upstreams`.
+    public var upstreamIndex: Int
+    public var enforcement: Enforcement = .enforce
+    public var replayProtection: Bool = false
+    /// Resolved: the route's own value or `server.limits.max_body_bytes`.
+    public var maxBodyBytes: Int64
+    public var forwardToken: Bool = false
+    public var corsPreflight: CORSPreflight = .bypass
+    public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
+        self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes
+    }
+}

@@ -1,0 +1,1 @@
+// HTTP/1.1 codec lives here.

@@ -1,0 +1,4 @@
+import Testing
+@testable import AppCheck
+
+@Test func placeholderAppCheck() { #expect(Bool(true)) }

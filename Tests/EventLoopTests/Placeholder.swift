@@ -1,0 +1,4 @@
+import Testing
+@testable import EventLoop
+
+@Test func placeholderEventLoop() { #expect(Bool(true)) }

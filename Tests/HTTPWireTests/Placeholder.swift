@@ -1,0 +1,4 @@
+import Testing
+@testable import HTTPWire
+
+@Test func placeholderHTTPWire() { #expect(Bool(true)) }
