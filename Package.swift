@@ -22,7 +22,7 @@ let package = Package(
             "Gateway", "AppCheck",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .target(name: "TestSupport", dependencies: ["Gateway", "EventLoop", "CSystemShims"]),
+        .target(name: "TestSupport", dependencies: ["Gateway", "EventLoop", "HTTPWire", "CSystemShims"]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),

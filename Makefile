@@ -1,0 +1,37 @@
+# The two commands a newcomer runs: `make demo` and `make test`. Each installs the Debian packages it
+# needs when they are missing (see .ci/ensure-packages).
+
+SWIFT ?= swift
+BUILD_PACKAGES := libssl-dev libnghttp2-dev pkg-config
+TEST_PACKAGES  := curl openssl nghttp2-client redis-server python3-venv
+BENCH_PACKAGES := wrk nginx-light nghttp2-client valgrind
+
+.PHONY: demo test build release bench deps-build deps-test deps-bench clean
+
+deps-build:
+	@.ci/ensure-packages $(BUILD_PACKAGES)
+
+deps-test: deps-build
+	@.ci/ensure-packages $(TEST_PACKAGES)
+
+deps-bench: deps-build
+	@.ci/ensure-packages $(BENCH_PACKAGES)
+
+build: deps-build
+	$(SWIFT) build
+
+release: deps-build
+	$(SWIFT) build -c release --product appcheck-gateway
+
+demo: build
+	.build/debug/appcheck-gateway demo
+
+test: deps-test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps-bench release
+	Benchmarks/run.sh
+
+clean:
+	rm -rf .build

@@ -1,0 +1,517 @@
+import EventLoop
+import Glibc
+import HTTPWire
+
+/// A downstream HTTP/1.1 connection (RFC 9112): reads requests one at a time, runs each through routing
+/// and the App Check step, streams it to an upstream and streams the response back, in order
+/// (pipelined requests wait in the input buffer until the response before them is complete).
+///
+/// Backpressure: reading from the client stops while the upstream's send buffer is above
+/// `highWater`, and reading from the upstream stops while this connection's send buffer is.
+final class ClientConnection: EventHandler {
+    static let highWater = 256 * 1024
+    static let lowWater = 64 * 1024
+    static let readSize = 16 * 1024
+
+    enum Phase { case head, body, waiting, closed }
+
+    let fd: Int32
+    unowned let worker: Worker
+    let peer: SocketAddress
+    let inBuf = IOBuffer(capacity: 2048)
+    let outBuf = IOBuffer(capacity: 2048)
+    private var parser: HTTPRequestHeadParser
+    private(set) var phase = Phase.head
+    private var readPaused = false
+    private var readPending = false
+    private var inputClosed = false
+    private var closeAfterResponse = false
+    private var clientVersionMinor = 1
+    private(set) var exchange: Exchange?
+    private var timer: LoopTimer!
+    private var deadline: UInt64 = 0
+    private var headStarted = false
+    /// The connection is in the worker's table until `close()`.
+    var registered = false
+
+    init(fd: Int32, peer: SocketAddress, worker: Worker) {
+        self.fd = fd
+        self.peer = peer
+        self.worker = worker
+        parser = HTTPRequestHeadParser(limits: worker.runtime.parserLimits)
+        timer = LoopTimer { [weak self] in self?.timerFired() }
+    }
+
+    // MARK: events
+
+    func handleEvent(_ events: UInt32) {
+        if phase == .closed { return }
+        if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
+            if readPaused { readPending = true } else { readFromSocket() }
+        }
+        if phase != .closed && events & EventLoop.writable != 0 { flush() }
+    }
+
+    /// Starts serving: the idle timer runs until the first byte.
+    func start() {
+        armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+        readFromSocket()
+    }
+
+    private func readFromSocket() {
+        readPending = false
+        while phase != .closed && !readPaused && !inputClosed {
+            switch Socket.read(fd, into: inBuf, max: Self.readSize) {
+            case .processed(let n):
+                processInput()
+                if n < Self.readSize { return }
+            case .wouldBlock:
+                return
+            case .eof:
+                inputClosed = true
+                inputEnded()
+                return
+            case .error:
+                abort()
+                return
+            }
+        }
+        if readPaused { readPending = true }
+    }
+
+    private func pauseReading() { readPaused = true }
+
+    private func resumeReading() {
+        guard readPaused else { return }
+        readPaused = false
+        processInput()
+        if phase != .closed && !readPaused { readFromSocket() }
+    }
+
+    private func inputEnded() {
+        switch phase {
+        case .head:
+            // A partial head is abandoned; an empty one is a normal close.
+            close()
+        case .body:
+            // The client went away mid-body: the request can never be completed.
+            abort()
+        case .waiting:
+            // Half-close after a complete request (RFC 9112 §9.6): still answer it, then close.
+            closeAfterResponse = true
+        case .closed:
+            break
+        }
+    }
+
+    // MARK: input
+
+    /// Parses and dispatches what is buffered, as far as the current phase allows.
+    func processInput() {
+        while phase != .closed {
+            switch phase {
+            case .head:
+                if inBuf.isEmpty { return }
+                if !headStarted {
+                    headStarted = true
+                    armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.headerTimeout))
+                }
+                switch parser.parse(inBuf.readable) {
+                case .needMore:
+                    return
+                case .failure(let error):
+                    refuseMalformed(error)
+                    return
+                case .complete(let head, let consumed):
+                    inBuf.consume(consumed)
+                    parser.reset()
+                    headStarted = false
+                    begin(head)
+                }
+            case .body:
+                if !forwardBody() { return }
+            case .waiting:
+                // Pipelined bytes wait; stop reading once more than a head's worth is buffered.
+                if inBuf.readableCount > worker.runtime.parserLimits.maxHeadBytes { pauseReading() }
+                return
+            case .closed:
+                return
+            }
+        }
+    }
+
+    private func refuseMalformed(_ error: HTTPParseError) {
+        let code: String
+        switch error.status {
+        case 413: code = "body_too_large"
+        case 414: code = "uri_too_long"
+        case 431: code = "headers_too_large"
+        case 501: code = "not_implemented"
+        case 505: code = "http_version_not_supported"
+        default: code = "bad_request"
+        }
+        respondDirect(status: error.status, code: code, reason: error.reason, method: "-", path: "-", close: true)
+    }
+
+    // MARK: request
+
+    private func begin(_ head: HTTPRequestHead) {
+        let runtime = worker.runtime
+        let now = worker.loop.now
+        clientVersionMinor = head.versionMinor
+        if !head.keepAlive || worker.draining { closeAfterResponse = true }
+        let requestId = worker.requestId(from: head.headers)
+
+        let target: RequestTarget
+        switch RequestTarget.parse(head.target) {
+        case .success(let t): target = t
+        case .failure(.invalid(let why)):
+            respondDirect(status: 400, code: "bad_request", reason: why, method: head.method, path: "-",
+                          requestId: requestId, close: true)
+            return
+        }
+        guard let routeIndex = runtime.router.match(method: head.method, path: target.path) else {
+            respondDirect(status: 404, code: "no_route", reason: "no_route", method: head.method, path: target.path,
+                          requestId: requestId, close: head.framing != .none)
+            return
+        }
+        let route = runtime.settings.routes[routeIndex]
+        let ex = Exchange(method: head.method, path: target.path, requestId: requestId, start: now,
+                          routeIndex: routeIndex, routeName: route.name, maxBodyBytes: route.maxBodyBytes)
+        exchange = ex
+        cancelTimer()
+
+        if route.enforcement != .off, let query = target.query, RequestTarget.queryHasToken(query) {
+            respondError(ex, status: 400, code: "app_check_token_in_url", reason: "token_in_url", close: head.framing != .none)
+            return
+        }
+        switch head.framing {
+        case .none: ex.requestBody = .none
+        case .contentLength(let n):
+            if n > route.maxBodyBytes {
+                respondError(ex, status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+                return
+            }
+            ex.requestBody = n == 0 ? .none : .length(remaining: n)
+        case .chunked:
+            ex.requestBody = .chunked(ChunkedDecoder(limits: runtime.parserLimits))
+        }
+
+        let decision = worker.appCheck.evaluate(head: head, route: route, routeIndex: routeIndex, now: now)
+        ex.appCheck = decision.outcome
+        if let rejection = decision.rejection {
+            respondError(ex, status: rejection.status, code: rejection.code, reason: rejection.reason,
+                         close: !ex.requestDone, retryAfter: rejection.retryAfter)
+            return
+        }
+        forward(head: head, target: target, route: route, exchange: ex)
+    }
+
+    private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {
+        let pool = worker.pool(for: route.upstreamIndex)
+        ex.pool = pool
+        let requestHead = RequestHeadWriter.write(
+            head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
+            peer: peer, trusted: worker.runtime.isTrusted(peer), scheme: "http")
+        if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
+        ex.upstreamStart = worker.loop.now
+        phase = ex.requestDone ? .waiting : .body
+        if head.expectContinue && !ex.requestDone { ex.continuePending = true }
+        connectUpstream(ex, requestHead: requestHead)
+    }
+
+    private func connectUpstream(_ ex: Exchange, requestHead: [UInt8]) {
+        guard let pool = ex.pool else { return }
+        switch pool.acquire(for: self, method: ex.method) {
+        case .failure(let kind):
+            upstreamFailed(kind)
+        case .success(let upstream):
+            ex.upstream = upstream
+            upstream.send(requestHead)
+            if ex.continuePending {
+                ex.continuePending = false
+                outBuf.append(Self.continueResponse)
+                flush()
+            }
+            if case .body = phase { processInput() } else { upstream.requestComplete() }
+        }
+    }
+
+    private static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    /// Moves buffered body bytes to the upstream; true when the body is complete and input may go on.
+    private func forwardBody() -> Bool {
+        guard let ex = exchange, let upstream = ex.upstream else { return false }
+        switch ex.requestBody {
+        case .length(let remaining):
+            let available = inBuf.readableCount
+            if available == 0 { return false }
+            let n = Int(min(Int64(available), remaining))
+            upstream.send(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
+            inBuf.consume(n)
+            ex.bodyReceived += Int64(n)
+            if remaining - Int64(n) == 0 {
+                ex.requestBody = .done
+            } else {
+                ex.requestBody = .length(remaining: remaining - Int64(n))
+            }
+        case .chunked(var decoder):
+            if inBuf.isEmpty { return false }
+            var overLimit = false
+            let limit = ex.maxBodyBytes
+            var received = ex.bodyReceived
+            let result = decoder.decode(inBuf.readable) { data in
+                received += Int64(data.count)
+                if received > limit { overLimit = true; return }
+                upstream.sendChunk(data)
+            }
+            ex.bodyReceived = received
+            if overLimit {
+                upstream.abandon()
+                ex.upstream = nil
+                respondError(ex, status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+                return false
+            }
+            switch result {
+            case .consumed(let n):
+                inBuf.consume(n)
+                ex.requestBody = .chunked(decoder)
+            case .done(let n):
+                inBuf.consume(n)
+                upstream.sendLastChunk()
+                ex.requestBody = .done
+            case .failure(let error):
+                upstream.abandon()
+                ex.upstream = nil
+                respondError(ex, status: error.status, code: error.status == 413 ? "body_too_large" : "bad_request",
+                             reason: error.reason, close: true)
+                return false
+            }
+        case .none, .done:
+            break
+        }
+        if ex.requestDone {
+            phase = ex.responseDone ? .head : .waiting
+            upstream.requestComplete()
+            if ex.responseDone { finishExchange() }
+            return true
+        }
+        if upstream.outBuf.readableCount > Self.highWater { pauseReading() }
+        return false
+    }
+
+    /// The upstream drained its send buffer below the low-water mark.
+    func upstreamDrained() {
+        if phase == .body { resumeReading() }
+    }
+
+    // MARK: response (called by UpstreamConnection)
+
+    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) {
+        guard let ex = exchange else { return }
+        ex.upstreamEnd = worker.loop.now
+        ex.status = head.status
+        if !ex.requestDone { closeAfterResponse = true }
+        if worker.draining { closeAfterResponse = true }
+        ResponseHeadWriter.write(head, framing: framing, into: outBuf, exchange: ex,
+                                 clientVersionMinor: clientVersionMinor, closeAfterResponse: &closeAfterResponse)
+    }
+
+    /// Appends response body bytes; returns false when the upstream should stop reading for now.
+    func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
+        guard let ex = exchange, data.count > 0 else { return true }
+        switch ex.responseFraming {
+        case .chunked:
+            outBuf.appendHex(data.count)
+            outBuf.append(Self.crlf)
+            outBuf.append(data)
+            outBuf.append(Self.crlf)
+        case .length(let remaining):
+            let n = min(Int64(data.count), remaining)
+            outBuf.append(UnsafeRawBufferPointer(rebasing: data[0..<Int(n)]))
+            ex.responseFraming = .length(remaining: remaining - n)
+        case .close:
+            outBuf.append(data)
+        case .none, .pending:
+            break
+        }
+        if outBuf.readableCount > Self.highWater { flush() }
+        return outBuf.readableCount <= Self.highWater
+    }
+
+    private static let crlf: [UInt8] = [13, 10]
+    private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+
+    /// The whole response has been received.
+    func upstreamResponseEnd() {
+        guard let ex = exchange else { return }
+        if case .chunked = ex.responseFraming { outBuf.append(Self.lastChunk) }
+        if case .close = ex.responseFraming { closeAfterResponse = true }
+        ex.upstream = nil
+        ex.responseDone = true
+        if !ex.requestDone {
+            // Answered before the body was read: the rest of the body must not be read as a request.
+            closeAfterResponse = true
+        }
+        finishExchange()
+    }
+
+    /// The upstream failed; `kind` says how (for the 502/504 and the error metric).
+    func upstreamFailed(_ kind: UpstreamFailure) {
+        guard let ex = exchange else { return }
+        ex.upstream = nil
+        worker.countUpstreamError(ex, kind)
+        if ex.status != 0 {
+            // Part of the response is out already: all we can do is cut the connection.
+            logExchange(ex)
+            abort()
+            return
+        }
+        if kind.isRetryable, !ex.retried, let request = ex.retainedRequest {
+            ex.retried = true
+            connectUpstream(ex, requestHead: request)
+            return
+        }
+        if kind == .responseTimeout || kind == .connectTimeout {
+            respondError(ex, status: 504, code: "upstream_timeout", reason: kind.rawValue, close: !ex.requestDone)
+        } else {
+            respondError(ex, status: 502, code: "upstream_unavailable", reason: kind.rawValue, close: !ex.requestDone)
+        }
+    }
+
+    /// Whether the upstream may read more response bytes (our send buffer is not over the bound).
+    var acceptsResponseBytes: Bool { outBuf.readableCount <= Self.highWater }
+
+    // MARK: completion
+
+    private func finishExchange() {
+        guard let ex = exchange else { return }
+        if !ex.requestDone && phase == .body {
+            // Still receiving a body the upstream no longer wants: close after flushing.
+            closeAfterResponse = true
+        }
+        logExchange(ex)
+        exchange = nil
+        if closeAfterResponse {
+            phase = .waiting
+            flush()
+            if phase != .closed && outBuf.isEmpty { close() }
+            return
+        }
+        phase = .head
+        flush()
+        if phase == .closed { return }
+        armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+        if readPaused { resumeReading() } else { processInput() }
+        if phase == .head && inputClosed && inBuf.isEmpty { close() }
+    }
+
+    private func logExchange(_ ex: Exchange) {
+        worker.accessLog(ex, status: ex.status)
+    }
+
+    /// An answer of the gateway's own for the current exchange.
+    private func respondError(_ ex: Exchange, status: Int, code: String, reason: String, close: Bool,
+                              retryAfter: Int? = nil) {
+        ex.status = status
+        ex.upstream?.abandon()
+        ex.upstream = nil
+        if close || !ex.requestDone { closeAfterResponse = true }
+        ErrorResponse.write(into: outBuf, status: status, code: code, reason: reason, requestId: ex.requestId,
+                            close: closeAfterResponse, retryAfter: retryAfter, headOnly: ex.isHead)
+        ex.responseDone = true
+        ex.requestBody = .done
+        finishExchange()
+    }
+
+    /// An answer before any exchange exists (malformed request, no route).
+    private func respondDirect(status: Int, code: String, reason: String, method: String, path: String,
+                               requestId: String? = nil, close: Bool) {
+        let id = requestId ?? worker.newRequestId()
+        if close { closeAfterResponse = true }
+        ErrorResponse.write(into: outBuf, status: status, code: code, reason: reason, requestId: id,
+                            close: closeAfterResponse, retryAfter: nil, headOnly: method == "HEAD")
+        let ex = Exchange(method: method, path: path, requestId: id, start: worker.loop.now, routeIndex: -1,
+                          routeName: "", maxBodyBytes: 0)
+        ex.status = status
+        ex.appCheck.reason = status == 404 ? nil : reason
+        ex.responseDone = true
+        exchange = ex
+        finishExchange()
+    }
+
+    // MARK: output
+
+    /// Writes what is buffered; closes when done and the connection is to close.
+    func flush() {
+        guard phase != .closed else { return }
+        if !outBuf.isEmpty {
+            switch Socket.write(fd, from: outBuf) {
+            case .processed, .wouldBlock: break
+            case .eof, .error:
+                abort()
+                return
+            }
+        }
+        if outBuf.isEmpty {
+            outBuf.shrinkIfIdle(to: 2048)
+            if exchange == nil && closeAfterResponse {
+                close()
+                return
+            }
+        }
+        if outBuf.readableCount <= Self.lowWater, let up = exchange?.upstream { up.clientDrained() }
+    }
+
+    // MARK: timers
+
+    private func armTimer(_ at: UInt64) {
+        deadline = at
+        if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
+    }
+
+    private func cancelTimer() {
+        deadline = 0
+        worker.loop.cancel(timer)
+    }
+
+    private func timerFired() {
+        guard phase != .closed, deadline != 0 else { return }
+        if worker.loop.now < deadline {
+            worker.loop.schedule(timer, at: deadline)
+            return
+        }
+        if phase == .head && headStarted {
+            respondDirect(status: 408, code: "request_timeout", reason: "header_timeout", method: "-", path: "-", close: true)
+        } else if phase == .head {
+            close()
+        } else {
+            abort()
+        }
+    }
+
+    // MARK: shutdown
+
+    /// Closes the connection if it is between requests (graceful drain); otherwise marks it to close after the
+    /// current response.
+    func drain() {
+        closeAfterResponse = true
+        if phase == .head && !headStarted && exchange == nil && outBuf.isEmpty { close() }
+    }
+
+    /// Closes at once, dropping anything in flight.
+    func abort() {
+        if let up = exchange?.upstream { up.abandon() }
+        exchange?.upstream = nil
+        close()
+    }
+
+    func close() {
+        guard phase != .closed else { return }
+        phase = .closed
+        worker.loop.cancel(timer)
+        worker.loop.deregister(fd)
+        Socket.close(fd)
+        worker.connectionClosed(self)
+    }
+}

@@ -1,0 +1,342 @@
+import EventLoop
+import Glibc
+import HTTPWire
+
+/// One HTTP/1.1 connection to an upstream, owned by an `UpstreamPool`. While attached to a client
+/// connection it carries that client's current request out and parses the response back (RFC 9112),
+/// handing head and body to the client as they arrive.
+///
+/// Timeouts: `connect_timeout` while connecting; `response_timeout` from the moment the request is fully
+/// sent until the response head arrives, and then between two reads of the response body; the server's
+/// `idle_timeout` while idle in the pool.
+final class UpstreamConnection: EventHandler {
+    enum State { case connecting, active, idle, closed }
+    enum ResponsePhase { case head, length(remaining: Int64), chunked, untilClose, done }
+
+    static let readSize = 64 * 1024
+
+    let fd: Int32
+    unowned let pool: UpstreamPool
+    private(set) var state: State
+    let outBuf = IOBuffer(capacity: 2048)
+    private let inBuf = IOBuffer(capacity: 4096)
+    private var parser: HTTPResponseHeadParser
+    private var decoder: ChunkedDecoder
+    private var phase = ResponsePhase.done
+    private var client: ClientConnection?
+    private var method = "GET"
+    private var reused = false
+    private var responseBytesSeen = false
+    private var requestSent = false
+    private var keepAlive = true
+    private var readPaused = false
+    private var readPending = false
+    private var timer: LoopTimer!
+    private var deadline: UInt64 = 0
+    private var deadlineKind = UpstreamFailure.connectTimeout
+
+    init(fd: Int32, pool: UpstreamPool, connected: Bool) {
+        self.fd = fd
+        self.pool = pool
+        state = connected ? .active : .connecting
+        let limits = pool.worker.runtime.upstreamParserLimits
+        parser = HTTPResponseHeadParser(limits: limits)
+        decoder = ChunkedDecoder(limits: limits)
+        timer = LoopTimer { [weak self] in self?.timerFired() }
+    }
+
+    /// True when an idle connection can take a new request.
+    var isUsable: Bool { state == .idle && inBuf.isEmpty }
+
+    func attach(_ client: ClientConnection, method: String, reused: Bool) {
+        self.client = client
+        self.method = method
+        self.reused = reused
+        responseBytesSeen = false
+        requestSent = false
+        keepAlive = true
+        readPaused = false
+        phase = .head
+        parser.reset()
+        if state == .idle { state = .active }
+        if state == .connecting {
+            arm(.connectTimeout, after: pool.settings.connectTimeout)
+        } else {
+            disarm()
+        }
+    }
+
+    func becomeIdle(until: UInt64) {
+        state = .idle
+        client = nil
+        phase = .done
+        outBuf.shrinkIfIdle(to: 2048)
+        inBuf.shrinkIfIdle(to: 4096)
+        deadline = until
+        deadlineKind = .reset
+        pool.worker.loop.schedule(timer, at: until)
+    }
+
+    // MARK: request side
+
+    func send(_ bytes: [UInt8]) {
+        outBuf.append(bytes)
+        if state == .active { flushOut() }
+    }
+
+    func send(_ bytes: UnsafeRawBufferPointer) {
+        outBuf.append(bytes)
+        if state == .active { flushOut() }
+    }
+
+    func sendChunk(_ data: UnsafeRawBufferPointer) {
+        guard data.count > 0 else { return }
+        outBuf.appendHex(data.count)
+        outBuf.append(Self.crlf)
+        outBuf.append(data)
+        outBuf.append(Self.crlf)
+        if state == .active { flushOut() }
+    }
+
+    func sendLastChunk() {
+        outBuf.append(Self.lastChunk)
+        if state == .active { flushOut() }
+    }
+
+    private static let crlf: [UInt8] = [13, 10]
+    private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+
+    /// The client has handed over the whole request: the response timeout starts.
+    func requestComplete() {
+        requestSent = true
+        if state == .active && !responseBytesSeen { arm(.responseTimeout, after: pool.settings.responseTimeout) }
+    }
+
+    /// The client no longer wants this exchange: the connection cannot be reused mid-exchange.
+    func abandon() {
+        client = nil
+        close()
+    }
+
+    /// The client's send buffer drained: resume reading the response.
+    func clientDrained() {
+        guard readPaused else { return }
+        readPaused = false
+        processResponse()
+        if state != .closed && !readPaused && readPending { readResponse() }
+    }
+
+    private func flushOut() {
+        guard !outBuf.isEmpty else { return }
+        switch Socket.write(fd, from: outBuf) {
+        case .processed, .wouldBlock:
+            if outBuf.readableCount <= ClientConnection.lowWater { client?.upstreamDrained() }
+        case .eof, .error:
+            fail(reused && !responseBytesSeen ? .staleConnection : .reset)
+        }
+    }
+
+    // MARK: events
+
+    func handleEvent(_ events: UInt32) {
+        if state == .closed { return }
+        if state == .connecting {
+            guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
+            if Socket.pendingError(fd) != 0 || events & EventLoop.error != 0 {
+                fail(.connectRefused)
+                return
+            }
+            state = .active
+            disarm()
+            if requestSent { arm(.responseTimeout, after: pool.settings.responseTimeout) }
+            flushOut()
+            if state == .closed { return }
+        }
+        if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
+            if readPaused { readPending = true } else { readResponse() }
+        }
+        if state == .active && events & EventLoop.writable != 0 { flushOut() }
+    }
+
+    private func readResponse() {
+        readPending = false
+        while state != .closed {
+            if readPaused { readPending = true; return }
+            switch Socket.read(fd, into: inBuf, max: Self.readSize) {
+            case .processed(let n):
+                if state == .idle {
+                    // An idle connection must stay silent; anything else means it is unusable.
+                    pool.remove(self)
+                    close()
+                    return
+                }
+                responseBytesSeen = true
+                processResponse()
+                if n < Self.readSize { return }
+            case .wouldBlock:
+                return
+            case .eof:
+                endOfInput()
+                return
+            case .error:
+                if state == .idle { pool.remove(self); close(); return }
+                fail(reused && !responseBytesSeen ? .staleConnection : .reset)
+                return
+            }
+        }
+    }
+
+    private func endOfInput() {
+        switch state {
+        case .idle:
+            pool.remove(self)
+            close()
+        case .active, .connecting:
+            if case .untilClose = phase {
+                keepAlive = false
+                complete()
+            } else if !responseBytesSeen && reused {
+                fail(.staleConnection)
+            } else {
+                fail(.reset)
+            }
+        case .closed:
+            break
+        }
+    }
+
+    private func processResponse() {
+        while state == .active, let client {
+            switch phase {
+            case .head:
+                if inBuf.isEmpty { return }
+                switch parser.parse(inBuf.readable) {
+                case .needMore:
+                    return
+                case .failure:
+                    fail(.badResponse)
+                    return
+                case .complete(let head, let consumed):
+                    inBuf.consume(consumed)
+                    parser.reset()
+                    if head.status < 200 {
+                        // 1xx interim responses are not forwarded; 101 would switch protocols, which we never asked for.
+                        if head.status == 101 { fail(.badResponse); return }
+                        continue
+                    }
+                    let framing = head.framing(requestMethod: method)
+                    keepAlive = head.keepAlive
+                    arm(.responseTimeout, after: pool.settings.responseTimeout)
+                    client.upstreamResponseHead(head, framing: framing)
+                    switch framing {
+                    case .none: complete(); return
+                    case .contentLength(let n): phase = n == 0 ? .done : .length(remaining: n)
+                        if n == 0 { complete(); return }
+                    case .chunked: phase = .chunked; decoder.reset()
+                    case .untilClose: phase = .untilClose; keepAlive = false
+                    }
+                }
+            case .length(let remaining):
+                let available = inBuf.readableCount
+                if available == 0 { return }
+                let n = Int(min(Int64(available), remaining))
+                let more = client.upstreamResponseBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
+                inBuf.consume(n)
+                refreshDeadline()
+                if remaining - Int64(n) == 0 { phase = .done; complete(); return }
+                phase = .length(remaining: remaining - Int64(n))
+                if !more { readPaused = true; return }
+            case .chunked:
+                if inBuf.isEmpty { return }
+                var more = true
+                let result = decoder.decode(inBuf.readable) { data in
+                    if !client.upstreamResponseBody(data) { more = false }
+                }
+                refreshDeadline()
+                switch result {
+                case .consumed(let n):
+                    inBuf.consume(n)
+                    if !more { readPaused = true }
+                    return
+                case .done(let n):
+                    inBuf.consume(n)
+                    phase = .done
+                    complete()
+                    return
+                case .failure:
+                    fail(.badResponse)
+                    return
+                }
+            case .untilClose:
+                if inBuf.isEmpty { return }
+                let more = client.upstreamResponseBody(inBuf.readable)
+                inBuf.consume(inBuf.readableCount)
+                refreshDeadline()
+                if !more { readPaused = true }
+                return
+            case .done:
+                return
+            }
+        }
+    }
+
+    /// The response is complete: back to the pool when reusable (before telling the client, so that a
+    /// pipelined next request can take this very connection), else closed.
+    private func complete() {
+        let c = client
+        client = nil
+        disarm()
+        phase = .done
+        if keepAlive && requestSent && outBuf.isEmpty && inBuf.isEmpty && state == .active {
+            pool.release(self)
+        } else {
+            close()
+        }
+        c?.upstreamResponseEnd()
+    }
+
+    private func fail(_ kind: UpstreamFailure) {
+        let c = client
+        client = nil
+        close()
+        c?.upstreamFailed(kind)
+    }
+
+    // MARK: timers
+
+    private func arm(_ kind: UpstreamFailure, after seconds: Double) {
+        deadlineKind = kind
+        let at = pool.worker.loop.now + .nanoseconds(seconds)
+        deadline = at
+        if !timer.isArmed || timer.deadline > at { pool.worker.loop.schedule(timer, at: at) }
+    }
+
+    private func refreshDeadline() {
+        deadline = pool.worker.loop.now + .nanoseconds(pool.settings.responseTimeout)
+    }
+
+    private func disarm() {
+        deadline = 0
+        pool.worker.loop.cancel(timer)
+    }
+
+    private func timerFired() {
+        guard state != .closed, deadline != 0 else { return }
+        let now = pool.worker.loop.now
+        if now < deadline { pool.worker.loop.schedule(timer, at: deadline); return }
+        if state == .idle {
+            pool.remove(self)
+            close()
+            return
+        }
+        fail(deadlineKind)
+    }
+
+    func close() {
+        guard state != .closed else { return }
+        state = .closed
+        pool.worker.loop.cancel(timer)
+        pool.worker.loop.deregister(fd)
+        Socket.close(fd)
+    }
+}

@@ -1,0 +1,13 @@
+/// How talking to an upstream failed; the raw value is the `kind` label of
+/// `gateway_upstream_errors_total` and the `reason` of the 502/504 answer.
+enum UpstreamFailure: String, Sendable {
+    case connectRefused = "connect_failed"
+    case connectTimeout = "connect_timeout"
+    case reset = "connection_reset"
+    /// A pooled connection closed before any byte of the response: retried once when safe.
+    case staleConnection = "stale_connection"
+    case responseTimeout = "response_timeout"
+    case badResponse = "bad_response"
+
+    var isRetryable: Bool { self == .staleConnection }
+}

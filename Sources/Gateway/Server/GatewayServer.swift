@@ -1,0 +1,174 @@
+import CSystemShims
+import EventLoop
+import Foundation
+import Glibc
+import Synchronization
+
+/// The running gateway: one worker (event loop + thread) per `server.threads`, each with its own
+/// `SO_REUSEPORT` listener on every listen address, plus the admin listener on the first loop.
+public final class GatewayServer: @unchecked Sendable {
+    public let logSink: LogSink
+    private let shared = SharedState()
+    private var loops: [EventLoop] = []
+    private var workers: [Worker] = []
+    private var adminListener: AdminListener?
+    private let exited = DispatchGroup()
+    private let state = Mutex<ServerPhase>(.created)
+    private let generation = Atomic<Int>(0)
+    private let currentSettings: Mutex<Settings>
+    /// The addresses the public listeners are bound to, in config order (port 0 resolved).
+    public private(set) var listenAddresses: [SocketAddress] = []
+    /// The admin listener's bound address.
+    public private(set) var adminAddress: SocketAddress?
+
+    enum ServerPhase { case created, running, draining, stopped }
+
+    public init(settings: Settings, logSink: LogSink = LogSink()) {
+        self.logSink = logSink
+        currentSettings = Mutex(settings)
+        logSink.setLevel(settings.server.logLevel)
+    }
+
+    public var settings: Settings { currentSettings.withLock { $0 } }
+
+    /// Binds every listener and starts the loops. Throws on a bind failure (nothing keeps running then).
+    public func start() throws {
+        let settings = self.settings
+        let runtime = try Runtime(settings: settings, generation: 0)
+        let threads = max(1, settings.server.threads)
+        for i in 0..<threads {
+            let loop = try EventLoop(index: i)
+            loops.append(loop)
+            workers.append(Worker(loop: loop, runtime: runtime, shared: shared, logSink: logSink))
+        }
+        do {
+            for hp in settings.server.listen {
+                guard var address = try SocketAddress.resolve(host: hp.host, port: hp.port).first else {
+                    throw SocketError("resolve \(hp)", errno: 0)
+                }
+                for (i, worker) in workers.enumerated() {
+                    let fd = try Socket.listen(address)
+                    if i == 0, let bound = Socket.localAddress(fd) { address = bound }
+                    try worker.addListener(fd: fd)
+                }
+                listenAddresses.append(address)
+            }
+            if let admin = settings.server.adminListen {
+                guard let address = try SocketAddress.resolve(host: admin.host, port: admin.port).first else {
+                    throw SocketError("resolve \(admin)", errno: 0)
+                }
+                let fd = try Socket.listen(address, backlog: 128, reusePort: false)
+                adminAddress = Socket.localAddress(fd)
+                let l = AdminListener(fd: fd, loop: loops[0], state: AdminStatus(server: self))
+                try loops[0].register(fd, l, interest: EventLoop.readable)
+                adminListener = l
+            }
+        } catch {
+            for w in workers { w.forceClose(); w.beginDrain() }
+            adminListener?.close()
+            throw error
+        }
+        for loop in loops {
+            exited.enter()
+            loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
+        }
+        state.withLock { $0 = .running }
+        logSink.info("listening", [
+            ("listen", .strings(listenAddresses.map(\.description))),
+            ("admin", adminAddress.map { .string($0.description) } ?? .null),
+            ("threads", .int(threads)),
+        ])
+    }
+
+    /// Replaces the configuration for new requests on every loop (SIGHUP). Listener addresses and the
+    /// thread count are fixed at start; a change to them is logged and ignored.
+    public func reload(_ new: Settings) throws {
+        let old = settings
+        let runtime = try Runtime(settings: new, generation: generation.add(1, ordering: .relaxed).newValue)
+        if new.server.listen != old.server.listen || new.server.adminListen != old.server.adminListen
+            || new.server.threads != old.server.threads {
+            logSink.warning("listen addresses, admin_listen and threads change only on restart")
+        }
+        currentSettings.withLock { $0 = new }
+        logSink.setLevel(new.server.logLevel)
+        for w in workers {
+            w.loop.execute { [w] in w.apply(runtime) }
+        }
+        logSink.info("configuration reloaded", [("routes", .int(new.routes.count)), ("file", .string(new.sourcePath))])
+    }
+
+    /// Stops accepting, lets in-flight requests finish for up to `grace` seconds, then closes everything
+    /// and stops the loops. Blocks until done.
+    public func shutdown(grace: Double? = nil) {
+        let proceed = state.withLock { s -> Bool in
+            guard s == .running else { return false }
+            s = .draining
+            return true
+        }
+        guard proceed else { return }
+        let grace = grace ?? settings.server.limits.shutdownGrace
+        logSink.info("draining", [("grace_seconds", .double(grace)), ("connections", .int(openConnections))])
+        for w in workers { w.loop.execute { [w] in w.beginDrain() } }
+        let deadline = Date().addingTimeInterval(grace)
+        while openConnections > 0 && Date() < deadline { usleep(10_000) }
+        let left = openConnections
+        for w in workers { w.loop.execute { [w] in w.forceClose() } }
+        if let admin = adminListener { loops[0].execute { admin.close() } }
+        for loop in loops { loop.stop() }
+        exited.wait()
+        state.withLock { $0 = .stopped }
+        logSink.info("stopped", [("dropped_connections", .int(left))])
+    }
+
+    /// Client connections open across all loops.
+    public var openConnections: Int { shared.openConnections.load(ordering: .relaxed) }
+
+    var isDraining: Bool { state.withLock { $0 != .running } }
+
+    /// Waits for SIGHUP (reload from `configPath`), SIGTERM or SIGINT (drain and return). Signals must have
+    /// been blocked with `GatewayServer.blockSignals()` before `start()` so that no loop thread takes them.
+    public func runUntilTerminated(configPath: String, environment: [String: String]) {
+        while true {
+            let sig = CSystemShims_wait_signal()
+            if sig == SIGHUP {
+                switch ConfigLoader.load(path: configPath, environment: environment) {
+                case .success(let s):
+                    do { try reload(s) } catch {
+                        logSink.error("reload failed; keeping the running configuration", [("error", .string("\(error)"))])
+                    }
+                case .failure(let errors):
+                    logSink.error("reload refused; keeping the running configuration",
+                                  [("errors", .strings(errors.errors.map(\.description)))])
+                }
+                continue
+            }
+            logSink.info("signal received", [("signal", .string(sig == SIGTERM ? "SIGTERM" : "SIGINT"))])
+            shutdown()
+            return
+        }
+    }
+
+    /// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts later, and ignores
+    /// SIGPIPE. Call first thing in `main`.
+    public static func blockSignals() { _ = CSystemShims_block_signals() }
+}
+
+/// The admin endpoints' view of the server.
+final class AdminStatus: AdminState, @unchecked Sendable {
+    unowned let server: GatewayServer
+
+    init(server: GatewayServer) { self.server = server }
+
+    func readinessProblems() -> [String] {
+        var problems: [String] = []
+        if server.isDraining { problems.append("draining") }
+        return problems
+    }
+
+    func metricsText() -> String {
+        var out = ""
+        out += "# HELP gateway_connections Client connections by state.\n# TYPE gateway_connections gauge\n"
+        out += "gateway_connections{state=\"open\"} \(server.openConnections)\n"
+        return out
+    }
+}

@@ -1,0 +1,29 @@
+import EventLoop
+import Glibc
+
+/// A listening socket of one loop (level-triggered, so a burst of connections is taken in fair slices).
+final class Listener: EventHandler {
+    let fd: Int32
+    unowned let worker: Worker
+    private var closed = false
+
+    init(fd: Int32, worker: Worker) {
+        self.fd = fd
+        self.worker = worker
+    }
+
+    func handleEvent(_ events: UInt32) {
+        var n = 0
+        while !closed && n < 64, let (c, peer) = Socket.accept(fd) {
+            n += 1
+            worker.accepted(fd: c, peer: peer)
+        }
+    }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        worker.loop.deregister(fd)
+        Socket.close(fd)
+    }
+}

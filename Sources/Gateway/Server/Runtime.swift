@@ -1,0 +1,40 @@
+import EventLoop
+import HTTPWire
+
+/// One configuration generation, ready to serve: immutable and shared read-only by every loop. A reload
+/// builds a new one off the loops (DNS resolution is blocking) and hands it to each loop.
+final class Runtime: Sendable {
+    let settings: Settings
+    let router: Router
+    /// Resolved addresses per upstream (same order as `settings.upstreams`).
+    let upstreamAddresses: [[SocketAddress]]
+    let parserLimits: HTTPParserLimits
+    /// Upstream responses may carry larger heads than we accept from clients.
+    let upstreamParserLimits: HTTPParserLimits
+    let generation: Int
+
+    init(settings: Settings, generation: Int) throws {
+        self.settings = settings
+        self.generation = generation
+        router = Router(routes: settings.routes)
+        var resolved: [[SocketAddress]] = []
+        for u in settings.upstreams {
+            resolved.append(try SocketAddress.resolve(host: u.host, port: u.port))
+        }
+        upstreamAddresses = resolved
+        let l = settings.server.limits
+        parserLimits = HTTPParserLimits(maxHeadBytes: l.maxHeaderBytes, maxHeaders: l.maxHeaders,
+                                        maxRequestLineBytes: min(8192, l.maxHeaderBytes))
+        upstreamParserLimits = HTTPParserLimits(maxHeadBytes: max(64 * 1024, l.maxHeaderBytes),
+                                                maxHeaders: max(200, l.maxHeaders),
+                                                maxRequestLineBytes: 8192)
+    }
+
+    /// True when `peer` is one of `trusted_proxies` (its `X-Forwarded-*` are kept and appended to).
+    func isTrusted(_ peer: SocketAddress) -> Bool {
+        let proxies = settings.server.trustedProxies
+        if proxies.isEmpty { return false }
+        let ip = peer.ipBytes
+        return proxies.contains { $0.contains(ip) }
+    }
+}

@@ -1,0 +1,266 @@
+import CSystemShims
+import EventLoop
+import Foundation
+import Glibc
+import HTTPWire
+
+/// Everything one event loop owns: its listeners, client connections, upstream pools, App Check step and
+/// log buffer. Touched only on its loop's thread; a request never leaves it.
+final class Worker {
+    let loop: EventLoop
+    let shared: SharedState
+    let logSink: LogSink
+    private(set) var runtime: Runtime
+    private var pools: [UpstreamPool] = []
+    private var clients: [ObjectIdentifier: ClientConnection] = [:]
+    private var listeners: [Listener] = []
+    let appCheck = AppCheckStep()
+    private(set) var draining = false
+    private var logBuffer = IOBuffer(capacity: 16 * 1024)
+    private var random: RequestIdGenerator
+    private var clock = WallClockCache()
+
+    init(loop: EventLoop, runtime: Runtime, shared: SharedState, logSink: LogSink) {
+        self.loop = loop
+        self.runtime = runtime
+        self.shared = shared
+        self.logSink = logSink
+        random = RequestIdGenerator()
+        pools = makePools(runtime)
+        loop.afterBatch.append { [unowned self] in self.flushLog() }
+    }
+
+    private func makePools(_ runtime: Runtime) -> [UpstreamPool] {
+        runtime.settings.upstreams.enumerated().map { i, u in
+            UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], worker: self)
+        }
+    }
+
+    func pool(for index: Int) -> UpstreamPool { pools[index] }
+
+    var connectionCount: Int { clients.count }
+
+    // MARK: listeners and connections
+
+    func addListener(fd: Int32) throws {
+        let l = Listener(fd: fd, worker: self)
+        try loop.register(fd, l, interest: EventLoop.readable)
+        listeners.append(l)
+    }
+
+    func accepted(fd: Int32, peer: SocketAddress) {
+        let limit = runtime.settings.server.limits.maxConnections
+        if shared.openConnections.add(1, ordering: .relaxed).newValue > limit {
+            shared.openConnections.subtract(1, ordering: .relaxed)
+            refuseOverloaded(fd)
+            return
+        }
+        Socket.setNoDelay(fd)
+        let conn = ClientConnection(fd: fd, peer: peer, worker: self)
+        do { try loop.register(fd, conn) } catch {
+            shared.openConnections.subtract(1, ordering: .relaxed)
+            Socket.close(fd)
+            return
+        }
+        clients[ObjectIdentifier(conn)] = conn
+        conn.registered = true
+        conn.start()
+    }
+
+    /// Over `max_connections`: a best-effort 503 and close, without reading the request.
+    private func refuseOverloaded(_ fd: Int32) {
+        let out = IOBuffer(capacity: 512)
+        ErrorResponse.write(into: out, status: 503, code: "overloaded", reason: "max_connections",
+                            requestId: newRequestId(), close: true, retryAfter: 1, headOnly: false)
+        _ = Socket.write(fd, from: out)
+        Socket.close(fd)
+    }
+
+    func connectionClosed(_ conn: ClientConnection) {
+        guard conn.registered else { return }
+        conn.registered = false
+        clients.removeValue(forKey: ObjectIdentifier(conn))
+        shared.openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    // MARK: reload and shutdown
+
+    /// Switches to a new configuration generation; requests in flight finish on the old one.
+    func apply(_ new: Runtime) {
+        let old = runtime
+        runtime = new
+        var newPools: [UpstreamPool] = []
+        for (i, u) in new.settings.upstreams.enumerated() {
+            if let j = old.settings.upstreams.firstIndex(where: { $0.name == u.name }),
+               sameEndpoint(old.settings.upstreams[j], u), j < pools.count, pools[j].addresses.count == new.upstreamAddresses[i].count {
+                newPools.append(pools[j])
+            } else {
+                newPools.append(UpstreamPool(settings: u, addresses: new.upstreamAddresses[i], worker: self))
+            }
+        }
+        for p in pools where !newPools.contains(where: { $0 === p }) { p.retire() }
+        pools = newPools
+    }
+
+    private func sameEndpoint(_ a: UpstreamSettings, _ b: UpstreamSettings) -> Bool {
+        a.scheme == b.scheme && a.host == b.host && a.port == b.port && a.basePath == b.basePath
+            && a.connectTimeout == b.connectTimeout && a.responseTimeout == b.responseTimeout
+            && a.maxIdleConnections == b.maxIdleConnections
+    }
+
+    /// Stops accepting (closes this loop's listeners) and closes idle connections; busy ones close after
+    /// their current response.
+    func beginDrain() {
+        draining = true
+        for l in listeners { l.close() }
+        listeners.removeAll()
+        for c in Array(clients.values) { c.drain() }
+    }
+
+    /// Drops every remaining connection (the grace period ran out).
+    func forceClose() {
+        for c in Array(clients.values) { c.abort() }
+        for p in pools { p.retire() }
+    }
+
+    // MARK: request ids
+
+    /// The client's `X-Request-Id` when it is valid (1–128 of `A–Z a–z 0–9 - _ . :`), else a new one.
+    func requestId(from headers: HTTPHeaders) -> String {
+        if let i = headers.firstIndex(forLowercased: "x-request-id") {
+            let ok = headers.withValueBytes(at: i) { v -> Bool in
+                guard v.count >= 1 && v.count <= 128 else { return false }
+                for b in v {
+                    switch b {
+                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                         UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"),
+                         UInt8(ascii: "."), UInt8(ascii: ":"):
+                        continue
+                    default:
+                        return false
+                    }
+                }
+                return true
+            }
+            if ok { return headers.value(at: i) }
+        }
+        return newRequestId()
+    }
+
+    func newRequestId() -> String { random.next() }
+
+    // MARK: logs and counters
+
+    func countUpstreamError(_ ex: Exchange, _ kind: UpstreamFailure) {
+        if logSink.enabled(.warning) {
+            var line = JSONLine()
+            line.begin(time: Date(), severity: .warning)
+            line.field("message", "upstream error")
+            line.field("request_id", ex.requestId)
+            line.field("route", ex.routeName)
+            line.field("upstream", ex.pool?.settings.name ?? "")
+            line.field("kind", kind.rawValue)
+            line.end()
+            line.bytes.withUnsafeBytes { logBuffer.append($0) }
+        }
+    }
+
+    /// One access-log line per request (SPEC §7). Never the query, the token, cookies or credentials.
+    func accessLog(_ ex: Exchange, status: Int) {
+        guard logSink.enabled(.info) else { return }
+        let now = loop.refreshNow()
+        var line = JSONLine()
+        line.bytes.append(contentsOf: "{\"time\":\"".utf8)
+        line.bytes.append(contentsOf: clock.timestamp().utf8)
+        line.bytes.append(contentsOf: "\",\"severity\":\"INFO\",\"message\":\"request\"".utf8)
+        line.bytes.append(UInt8(ascii: ","))
+        line.resumeAfterSeparator()
+        line.field("request_id", ex.requestId)
+        line.field("route", ex.routeName.isEmpty ? nil : ex.routeName)
+        line.field("method", ex.method)
+        line.field("path", ex.path)
+        line.field("status", status)
+        line.field("duration_ms", milliseconds: Double(now &- ex.start) / 1e6)
+        if ex.upstreamStart != 0 && ex.upstreamEnd >= ex.upstreamStart {
+            line.field("upstream_ms", milliseconds: Double(ex.upstreamEnd - ex.upstreamStart) / 1e6)
+        } else {
+            line.field("upstream_ms", raw: "null")
+        }
+        let ac = ex.appCheck
+        line.field("outcome", ex.routeIndex < 0 ? nil : ac.outcome)
+        line.field("reason", ac.reason)
+        line.field("app_id", ac.appId)
+        let app: String
+        switch ac.status {
+        case "verified": app = "VALID"
+        case "missing": app = "MISSING"
+        case "skipped": app = ac.tokenSHA256 == nil ? "MISSING" : "INVALID"
+        default: app = "INVALID"
+        }
+        line.field("verifications", raw: "{\"app\":\"\(app)\"}")
+        line.field("token_sha256", ac.tokenSHA256)
+        line.end()
+        line.bytes.withUnsafeBytes { logBuffer.append($0) }
+        if logBuffer.readableCount > 64 * 1024 { flushLog() }
+    }
+
+    func flushLog() {
+        guard !logBuffer.isEmpty else { return }
+        logSink.write(logBuffer.readable)
+        logBuffer.clear()
+        logBuffer.shrinkIfIdle(to: 16 * 1024)
+    }
+}
+
+/// Server-wide counters shared by all loops (touched on accept and close only, never per request).
+final class SharedState: Sendable {
+    let openConnections = Atomic<Int>(0)
+}
+
+import Synchronization
+
+/// Fast request ids: 32 lower-case hex characters from a per-loop xoshiro256** seeded by the system
+/// generator. Unique, not secret.
+struct RequestIdGenerator {
+    private var s: (UInt64, UInt64, UInt64, UInt64)
+
+    init() {
+        var g = SystemRandomNumberGenerator()
+        s = (g.next(), g.next(), g.next(), g.next() | 1)
+    }
+
+    private mutating func next64() -> UInt64 {
+        let result = ((s.1 &* 5) << 7 | (s.1 &* 5) >> 57) &* 9
+        let t = s.1 << 17
+        s.2 ^= s.0; s.3 ^= s.1; s.1 ^= s.2; s.0 ^= s.3; s.2 ^= t
+        s.3 = s.3 << 45 | s.3 >> 19
+        return result
+    }
+
+    mutating func next() -> String {
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        var out = [UInt8](repeating: 0, count: 32)
+        var a = next64(), b = next64()
+        for i in 0..<16 { out[15 - i] = hex[Int(a & 0xF)]; a >>= 4 }
+        for i in 0..<16 { out[31 - i] = hex[Int(b & 0xF)]; b >>= 4 }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The RFC 3339 timestamp of now, formatted once per second per loop.
+struct WallClockCache {
+    private var second: Int = -1
+    private var prefix = ""
+
+    mutating func timestamp() -> String {
+        var tv = timeval()
+        gettimeofday(&tv, nil)
+        if tv.tv_sec != second {
+            second = tv.tv_sec
+            let full = JSONLine.timestamp(Date(timeIntervalSince1970: Double(tv.tv_sec)))
+            prefix = String(full.dropLast(4))  // "…:SS."
+        }
+        let ms = Int(tv.tv_usec / 1000)
+        return prefix + (ms < 10 ? "00" : ms < 100 ? "0" : "") + String(ms) + "Z"
+    }
+}

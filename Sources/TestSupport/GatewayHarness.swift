@@ -1,0 +1,84 @@
+import Foundation
+import Gateway
+
+/// One call to get a real gateway (in-process, on 127.0.0.1 port 0) in front of a real sample upstream.
+///
+/// The YAML is a function of the upstream's URL so tests write configs the way users do.
+public final class GatewayHarness: @unchecked Sendable {
+    public let upstream: SampleUpstream
+    public let server: GatewayServer
+    public let configPath: String
+    public let logPath: String
+    private let logFD: Int32
+
+    public var port: UInt16 { server.listenAddresses.first?.port ?? 0 }
+    public var adminPort: UInt16 { server.adminAddress?.port ?? 0 }
+    public var upstreamURL: String { "http://127.0.0.1:\(upstream.address.port)" }
+
+    /// - Parameter yaml: the config, given the upstream URL (`http://127.0.0.1:PORT`).
+    public init(environment: [String: String] = [:], _ yaml: (String) -> String) throws {
+        upstream = try SampleUpstream()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        configPath = dir.appendingPathComponent("gateway.yaml").path
+        logPath = dir.appendingPathComponent("gateway.log").path
+        let text = yaml("http://127.0.0.1:\(upstream.address.port)")
+        try text.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let settings: Settings
+        switch ConfigLoader.load(path: configPath, environment: environment) {
+        case .success(let s): settings = s
+        case .failure(let errors):
+            upstream.stop()
+            throw HarnessError("config: \(errors)")
+        }
+        logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        server = GatewayServer(settings: settings, logSink: LogSink(fd: logFD, level: settings.server.logLevel))
+        do { try server.start() } catch {
+            upstream.stop()
+            throw error
+        }
+    }
+
+    /// The minimal config most tests start from: plain listener, one upstream, the given routes.
+    public static func config(upstream: String, routes: String, server extra: String = "", limits: String = "",
+                              appCheck: String = "") -> String {
+        """
+        server:
+          listen: ["127.0.0.1:0"]
+          admin_listen: "127.0.0.1:0"
+          threads: 1
+        \(extra)
+          limits:
+            header_timeout: 2s
+            idle_timeout: 5s
+            shutdown_grace: 2s
+        \(limits)
+        app_check:
+          project_number: "123456789012"
+        \(appCheck)
+        upstreams:
+          api:
+            url: \(upstream)
+            connect_timeout: 1s
+            response_timeout: 2s
+        routes:
+        \(routes)
+        """
+    }
+
+    /// The access/operational log written so far.
+    public func logLines() -> [String] {
+        (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+    }
+
+    public func stop() {
+        server.shutdown(grace: 0.5)
+        upstream.stop()
+        close(logFD)
+    }
+}
+
+public struct HarnessError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
+}

@@ -1,2 +1,0 @@
-import Gateway
-print("appcheck-gateway")
