@@ -1,0 +1,52 @@
+import Foundation
+
+/// The resolved configuration as `check-config` prints it (SPEC §2): a listener summary, then one line per route
+/// in match order with its name, match (`= /exact` or `/prefix*`), methods (`*` = any), upstream name and URL,
+/// enforcement, replay protection and effective body limit. Columns are padded to align; ends with a newline.
+public func describeRoutes(_ settings: Settings) -> String {
+    var lines: [String] = ["listeners:"]
+    let server = settings.server
+    var listeners: [[String]] = server.listen.map { ["http", $0.description, "HTTP/1.1, h2c"] }
+    if let tls = server.tls {
+        listeners += tls.listen.map { ["https", $0.description, "TLS \(tls.minVersion)+, h2 and http/1.1 by ALPN"] }
+    }
+    listeners.append(["admin", server.adminListen?.description ?? "off", "/metrics /healthz /readyz"])
+    lines += alignedRows(listeners).map { "  " + $0 }
+    lines.append("threads: \(server.threads)")
+    lines.append("routes (first match wins):")
+    var rows = [["NAME", "MATCH", "METHODS", "UPSTREAM", "ENFORCEMENT", "REPLAY", "MAX BODY"]]
+    for route in settings.routes {
+        let match: String
+        switch route.match {
+        case let .exact(path): match = "= \(path)"
+        case let .prefix(prefix): match = "\(prefix)*"
+        }
+        var upstream = "?"
+        if settings.upstreams.indices.contains(route.upstreamIndex) {
+            let target = settings.upstreams[route.upstreamIndex]
+            let address = HostPort(host: target.host, port: target.port)
+            upstream = "\(target.name) \(target.scheme)://\(address)\(target.basePath)"
+        }
+        rows.append([
+            route.name, match, route.methods.isEmpty ? "*" : route.methods.joined(separator: ","), upstream,
+            route.enforcement.rawValue, route.replayProtection ? "yes" : "no",
+            ConfigValueParser.formatSize(route.maxBodyBytes),
+        ])
+    }
+    lines += alignedRows(rows).map { "  " + $0 }
+    return lines.joined(separator: "\n") + "\n"
+}
+
+/// Pads every column but the last to its widest cell, two spaces apart.
+private func alignedRows(_ rows: [[String]]) -> [String] {
+    let columns = rows.map(\.count).max() ?? 0
+    var widths = [Int](repeating: 0, count: columns)
+    for row in rows {
+        for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+    }
+    return rows.map { row in
+        row.enumerated().map { index, cell in
+            index == row.count - 1 ? cell : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0)
+        }.joined()
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import Gateway
-
-@Test func placeholderGateway() { #expect(Bool(true)) }
