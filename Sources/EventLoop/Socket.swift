@@ -145,7 +145,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &result)
         guard rc == 0, let first = result else {
-            throw SocketError("resolve \(host): \(String(cString: gai_strerror(rc)))", errno: 0)
+            throw SocketError("resolve \(host): \(String(validatingCString: gai_strerror(rc)) ?? "error \(rc)")", errno: 0)
         }
         defer { freeaddrinfo(first) }
         var out: [SocketAddress] = []
@@ -213,7 +213,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         var addr = in6_addr()
         withUnsafeMutableBytes(of: &addr) { $0.copyBytes(from: bytes) }
         inet_ntop(AF_INET6, &addr, &buf, socklen_t(buf.count))
-        return String(cString: buf)
+        return String(decoding: buf.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     public var description: String { family == AF_INET6 ? "[\(ipString)]:\(port)" : "\(ipString):\(port)" }

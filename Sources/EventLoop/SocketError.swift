@@ -4,7 +4,7 @@ import Glibc
 public struct SocketError: Error, CustomStringConvertible, Sendable {
     public var operation: String
     public var errno: Int32
-    public var description: String { "\(operation) failed: \(String(cString: strerror(errno))) (errno \(errno))" }
+    public var description: String { "\(operation) failed: \((String(validatingCString: strerror(errno)) ?? "error")) (errno \(errno))" }
 
     public init(_ operation: String, errno: Int32 = Glibc.errno) {
         self.operation = operation

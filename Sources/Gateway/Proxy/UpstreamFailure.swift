@@ -1,6 +1,6 @@
 /// How talking to an upstream failed; the raw value is the `kind` label of
 /// `gateway_upstream_errors_total` and the `reason` of the 502/504 answer.
-enum UpstreamFailure: String, Sendable {
+enum UpstreamFailure: String, Error, Sendable {
     case connectRefused = "connect_failed"
     case connectTimeout = "connect_timeout"
     case reset = "connection_reset"

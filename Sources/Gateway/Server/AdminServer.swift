@@ -12,7 +12,7 @@ protocol AdminState: AnyObject, Sendable {
 
 /// The admin listener (SPEC §7): `/healthz`, `/readyz`, `/metrics`. It runs on the first loop; one request
 /// per connection, answered and closed.
-final class AdminListener: EventHandler {
+final class AdminListener: EventHandler, @unchecked Sendable {
     let fd: Int32
     let loop: EventLoop
     let state: AdminState

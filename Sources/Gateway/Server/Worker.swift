@@ -4,9 +4,10 @@ import Foundation
 import Glibc
 import HTTPWire
 
+/// (`@unchecked Sendable` only so a reference can be handed to its own loop with `execute`.)
 /// Everything one event loop owns: its listeners, client connections, upstream pools, App Check step and
 /// log buffer. Touched only on its loop's thread; a request never leaves it.
-final class Worker {
+final class Worker: @unchecked Sendable {
     let loop: EventLoop
     let shared: SharedState
     let logSink: LogSink
