@@ -1,1 +1,0 @@
-// HTTP/1.1 codec lives here.
