@@ -1,0 +1,38 @@
+/// Validation of one field line, shared by heads and chunked trailers.
+enum FieldLine {
+    /// Checks `field-line = field-name ":" OWS field-value OWS` (RFC 9112 §5) over `buffer[start..<end]`
+    /// (CRLF excluded) and returns the name range and the OWS-trimmed value range, as offsets into `buffer`.
+    ///
+    /// Refused (400): a line starting with SP/HTAB (obs-fold, RFC 9112 §5.2), an empty name, a name that is
+    /// not a token (RFC 9110 §5.1), whitespace between name and colon (RFC 9112 §5.1), a missing colon,
+    /// and any control byte other than HTAB in the value, including NUL and DEL (RFC 9110 §5.5).
+    static func validate(
+        _ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int
+    ) -> Result<HTTPHeaderField, HTTPParseError> {
+        guard start >= 0, start < end, end <= buffer.count else {
+            return .failure(.badRequest("empty_field_name"))
+        }
+        if HTTPSyntax.isWhitespace(buffer[start]) { return .failure(.badRequest("obs_fold")) }
+        var index = start
+        while index < end, HTTPSyntax.isTChar(buffer[index]) { index += 1 }
+        guard index < end else { return .failure(.badRequest("missing_colon")) }
+        let stop = buffer[index]
+        if stop != HeadScanner.colon {
+            return .failure(.badRequest(HTTPSyntax.isWhitespace(stop) ? "whitespace_before_colon" : "invalid_field_name"))
+        }
+        if index == start { return .failure(.badRequest("empty_field_name")) }
+        let nameEnd = index
+        index += 1
+        let valueStart = index
+        while index < end {
+            guard HTTPSyntax.isFieldValueByte(buffer[index]) else {
+                return .failure(.badRequest("invalid_field_value"))
+            }
+            index += 1
+        }
+        let (lower, upper) = HTTPSyntax.trimOWS(buffer, valueStart, end)
+        return .success(HTTPHeaderField(
+            nameStart: Int32(clamping: start), nameEnd: Int32(clamping: nameEnd),
+            valueStart: Int32(clamping: lower), valueEnd: Int32(clamping: upper)))
+    }
+}

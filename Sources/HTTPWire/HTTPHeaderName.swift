@@ -1,0 +1,37 @@
+/// Lower-case names of header fields the codec and the proxy treat specially.
+public enum HTTPHeaderName {
+    /// `connection` (RFC 9110 §7.6.1).
+    public static let connection = "connection"
+    /// `content-length` (RFC 9110 §8.6).
+    public static let contentLength = "content-length"
+    /// `transfer-encoding` (RFC 9112 §6.1).
+    public static let transferEncoding = "transfer-encoding"
+    /// `host` (RFC 9110 §7.2).
+    public static let host = "host"
+    /// `expect` (RFC 9110 §10.1.1).
+    public static let expect = "expect"
+    /// `keep-alive` (RFC 2068 §19.7.1, listed as hop-by-hop in RFC 9110 §7.6.1).
+    public static let keepAlive = "keep-alive"
+    /// `upgrade` (RFC 9110 §7.8).
+    public static let upgrade = "upgrade"
+
+    /// The hop-by-hop fields a proxy removes before forwarding (RFC 9110 §7.6.1), lower case:
+    /// `connection`, `proxy-connection`, `keep-alive`, `te`, `transfer-encoding`, `upgrade`,
+    /// `proxy-authenticate`, `proxy-authorization`, `trailer`. Fields named in `Connection`
+    /// (`connectionTokens` of a head) must be removed as well.
+    public static let hopByHop: [String] = [
+        "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade",
+        "proxy-authenticate", "proxy-authorization", "trailer",
+    ]
+
+    /// Whether a lower-case field name is one of `hopByHop`.
+    public static func isHopByHop(_ lowercasedName: String) -> Bool {
+        hopByHop.contains(lowercasedName)
+    }
+
+    /// Whether raw field-name bytes (any case) are one of `hopByHop`. Does not allocate.
+    public static func isHopByHop(_ name: UnsafeRawBufferPointer) -> Bool {
+        for candidate in hopByHop where HTTPSyntax.equalsLowercased(name, candidate) { return true }
+        return false
+    }
+}

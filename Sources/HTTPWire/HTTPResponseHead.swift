@@ -1,0 +1,52 @@
+/// A parsed and validated HTTP/1.x response head from an upstream (RFC 9112 §4, §5, §6).
+public struct HTTPResponseHead: Hashable, Sendable {
+    /// The status code, 100–599 (RFC 9110 §15).
+    public var status: Int
+    /// The reason phrase, possibly empty (RFC 9112 §4: clients should ignore it).
+    public var reason: String
+    /// `0` for HTTP/1.0, `1` for HTTP/1.1.
+    public var versionMinor: Int
+    /// All header fields, in arrival order.
+    public var headers: HTTPHeaders
+    /// The agreed `Content-Length`, when present (RFC 9110 §8.6).
+    public var contentLength: Int64?
+    /// Whether `Transfer-Encoding: chunked` is present (the only transfer coding accepted).
+    public var isChunked: Bool
+    /// Lower-cased tokens of all `Connection` fields (RFC 9110 §7.6.1).
+    public var connectionTokens: [String]
+    /// Whether the upstream connection may be reused according to the version and `Connection`
+    /// (RFC 9112 §9.3). The caller must also not reuse it when `framing(requestMethod:)` is `.untilClose`.
+    public var keepAlive: Bool
+
+    /// Creates a head; the parser is the normal source.
+    public init(
+        status: Int, reason: String, versionMinor: Int, headers: HTTPHeaders, contentLength: Int64?,
+        isChunked: Bool, connectionTokens: [String], keepAlive: Bool
+    ) {
+        self.status = status
+        self.reason = reason
+        self.versionMinor = versionMinor
+        self.headers = headers
+        self.contentLength = contentLength
+        self.isChunked = isChunked
+        self.connectionTokens = connectionTokens
+        self.keepAlive = keepAlive
+    }
+
+    /// Whether this is an interim (1xx) response, after which the final response follows (RFC 9110 §15.2).
+    public var isInformational: Bool { status < 200 }
+
+    /// How the body of this response is delimited, given the method of the request it answers
+    /// (RFC 9112 §6.3): `.none` for `HEAD`, 1xx, 204 and 304 (item 1) and for a 2xx to `CONNECT`
+    /// (item 2); `.chunked` (item 4); `.contentLength` (item 6); otherwise `.untilClose` (item 8).
+    /// `requestMethod` is compared case-sensitively, as methods are (RFC 9110 §9.1).
+    public func framing(requestMethod: String) -> ResponseBodyFraming {
+        if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 {
+            return .none
+        }
+        if requestMethod == "CONNECT" && (200..<300).contains(status) { return .none }
+        if isChunked { return .chunked }
+        if let contentLength { return .contentLength(contentLength) }
+        return .untilClose
+    }
+}

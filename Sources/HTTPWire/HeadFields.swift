@@ -1,0 +1,169 @@
+/// The framing- and connection-related fields of a head, extracted in one pass over `HTTPHeaders`
+/// and checked for the rules both requests and responses share.
+struct HeadFields: Sendable {
+    /// The single agreed `Content-Length`, if any field was present.
+    var contentLength: Int64?
+    /// Whether any `Transfer-Encoding` field was present.
+    var hasTransferEncoding = false
+    /// Lower-cased tokens of every `Connection` field (RFC 9110 §7.6.1).
+    var connectionTokens: [String] = []
+    /// Number of `Host` fields and the value of the first.
+    var hostCount = 0
+    var host: String?
+    /// `Expect: 100-continue` present (RFC 9110 §10.1.1).
+    var expectContinue = false
+
+    private var chunkedCount = 0
+    private var lastCodingIsChunked = false
+    private var unknownCodings = 0
+    private var transferCodingElements = 0
+
+    /// Extracts and checks the fields. Failures (400): `Content-Length` not `1*DIGIT` (lists of identical
+    /// values allowed, RFC 9110 §8.6), overflowing `Int64`, or differing values; a `Connection` element that
+    /// is not a token (RFC 9110 §7.6.1); a `Host` value with characters outside RFC 3986 §3.2.2 host/port;
+    /// a `Transfer-Encoding` element that is not a transfer-coding (RFC 9112 §7).
+    static func extract(from headers: HTTPHeaders) -> Result<HeadFields, HTTPParseError> {
+        var result = HeadFields()
+        var failure: HTTPParseError?
+        headers.forEachField { _, name, value in
+            guard failure == nil, let first = name.first else { return }
+            switch HTTPSyntax.lowercased(first) {
+            case UInt8(ascii: "c"):
+                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.contentLength) {
+                    failure = result.addContentLength(value)
+                } else if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.connection) {
+                    failure = result.addConnection(value)
+                }
+            case UInt8(ascii: "t"):
+                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.transferEncoding) {
+                    failure = result.addTransferEncoding(value)
+                }
+            case UInt8(ascii: "h"):
+                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.host) {
+                    result.hostCount += 1
+                    if result.hostCount == 1 {
+                        guard HeadFields.isValidHost(value) else {
+                            failure = .badRequest("invalid_host")
+                            return
+                        }
+                        result.host = String(decoding: value, as: UTF8.self)
+                    }
+                }
+            case UInt8(ascii: "e"):
+                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.expect),
+                   HTTPSyntax.equalsLowercased(value, "100-continue") {
+                    result.expectContinue = true
+                }
+            default:
+                break
+            }
+        }
+        if let failure { return .failure(failure) }
+        return .success(result)
+    }
+
+    private mutating func addContentLength(_ value: UnsafeRawBufferPointer) -> HTTPParseError? {
+        var elements = 0
+        var failure: HTTPParseError?
+        HTTPHeaders.forEachListElement(value) { element in
+            elements += 1
+            var parsed: Int64 = 0
+            for byte in element {
+                guard byte >= 0x30 && byte <= 0x39 else {
+                    failure = .badRequest("invalid_content_length")
+                    return false
+                }
+                let (times10, overflow1) = parsed.multipliedReportingOverflow(by: 10)
+                let (sum, overflow2) = times10.addingReportingOverflow(Int64(byte - 0x30))
+                guard !overflow1 && !overflow2 else {
+                    failure = .badRequest("content_length_overflow")
+                    return false
+                }
+                parsed = sum
+            }
+            if let existing = contentLength, existing != parsed {
+                failure = .badRequest("conflicting_content_length")
+                return false
+            }
+            contentLength = parsed
+            return true
+        }
+        if failure == nil && elements == 0 { failure = .badRequest("invalid_content_length") }
+        return failure
+    }
+
+    private mutating func addConnection(_ value: UnsafeRawBufferPointer) -> HTTPParseError? {
+        var failure: HTTPParseError?
+        HTTPHeaders.forEachListElement(value) { element in
+            guard HTTPSyntax.isToken(element) else {
+                failure = .badRequest("invalid_connection")
+                return false
+            }
+            connectionTokens.append(String(decoding: element.lazy.map(HTTPSyntax.lowercased), as: UTF8.self))
+            return true
+        }
+        return failure
+    }
+
+    private mutating func addTransferEncoding(_ value: UnsafeRawBufferPointer) -> HTTPParseError? {
+        hasTransferEncoding = true
+        var failure: HTTPParseError?
+        HTTPHeaders.forEachListElement(value) { element in
+            transferCodingElements += 1
+            if HTTPSyntax.equalsLowercased(element, "chunked") {
+                chunkedCount += 1
+                lastCodingIsChunked = true
+                return true
+            }
+            // transfer-coding = token *( OWS ";" OWS transfer-parameter ) (RFC 9112 §7): an unknown coding
+            // only needs a valid name here; it is refused as a whole anyway.
+            var index = 0
+            while index < element.count, HTTPSyntax.isTChar(element[index]) { index += 1 }
+            if index == 0 || (index < element.count && !HTTPSyntax.isWhitespace(element[index])
+                              && element[index] != UInt8(ascii: ";")) {
+                failure = .badRequest("invalid_transfer_encoding")
+                return false
+            }
+            unknownCodings += 1
+            lastCodingIsChunked = false
+            return true
+        }
+        return failure
+    }
+
+    /// The verdict on `Transfer-Encoding` (RFC 9112 §6.1, §6.3 item 4): `true` when it is exactly
+    /// `chunked` (possibly over several fields), `false` when absent. Failures: no coding at all,
+    /// `chunked` twice, or not last → 400; any other coding → 501.
+    func transferEncodingIsChunked() -> Result<Bool, HTTPParseError> {
+        guard hasTransferEncoding else { return .success(false) }
+        if transferCodingElements == 0 { return .failure(.badRequest("invalid_transfer_encoding")) }
+        if chunkedCount > 1 { return .failure(.badRequest("chunked_repeated")) }
+        if chunkedCount == 1 && !lastCodingIsChunked { return .failure(.badRequest("chunked_not_last")) }
+        if unknownCodings > 0 { return .failure(.notImplemented("unsupported_transfer_coding")) }
+        return .success(true)
+    }
+
+    /// Whether the connection persists after this message (RFC 9112 §9.3): HTTP/1.1 unless `close`;
+    /// HTTP/1.0 only with `keep-alive` and without `close`.
+    func keepAlive(versionMinor: Int) -> Bool {
+        if connectionTokens.contains("close") { return false }
+        return versionMinor >= 1 || connectionTokens.contains("keep-alive")
+    }
+
+    /// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2): only the characters of RFC 3986 §3.2.2
+    /// (unreserved, sub-delims, `%`, `:`, `[`, `]`); no userinfo, whitespace or path. May be empty.
+    static func isValidHost(_ value: UnsafeRawBufferPointer) -> Bool {
+        for byte in value {
+            switch byte {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: continue
+            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): continue
+            case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+                 UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"),
+                 UInt8(ascii: "="): continue
+            case UInt8(ascii: "%"), UInt8(ascii: ":"), UInt8(ascii: "["), UInt8(ascii: "]"): continue
+            default: return false
+            }
+        }
+        return true
+    }
+}

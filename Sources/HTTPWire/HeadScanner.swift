@@ -1,0 +1,127 @@
+/// The incremental line scanner shared by the request and response head parsers.
+///
+/// It walks the buffer once (O(n) over all calls, remembering `position`), checks line endings
+/// (strict CRLF, RFC 9112 §2.2), enforces the start-line and head limits byte by byte, and validates each
+/// field line once when its CRLF arrives (RFC 9112 §5). It reports the start line to its owner, which
+/// parses it, then continues to the empty line that ends the head.
+struct HeadScanner: Sendable {
+    /// What one `scan` call found.
+    enum Step {
+        case needMore
+        /// The start line is complete: bytes `start..<end` of the buffer (no CRLF).
+        case startLine(start: Int, end: Int)
+        /// The head is complete; `consumed` counts bytes from the buffer start.
+        case complete(HTTPHeaders, consumed: Int)
+        case failure(HTTPParseError)
+    }
+
+    static let cr: UInt8 = 0x0D
+    static let lf: UInt8 = 0x0A
+    static let colon: UInt8 = 0x3A
+
+    let limits: HTTPParserLimits
+    /// Requests may be preceded by empty lines (RFC 9112 §2.2); responses may not.
+    let skipsLeadingEmptyLines: Bool
+    /// The error for a start line longer than `limits.effectiveRequestLineBytes`.
+    let startLineTooLong: HTTPParseError
+
+    private(set) var position = 0
+    private var lineStart = 0
+    private var headStart = -1
+    private var leadingEmptyLines = 0
+    private var sawStartLine = false
+    private var fields: [HTTPHeaderField] = []
+    private var failed: HTTPParseError?
+
+    init(limits: HTTPParserLimits, skipsLeadingEmptyLines: Bool, startLineTooLong: HTTPParseError) {
+        self.limits = limits
+        self.skipsLeadingEmptyLines = skipsLeadingEmptyLines
+        self.startLineTooLong = startLineTooLong
+    }
+
+    mutating func reset() {
+        position = 0
+        lineStart = 0
+        headStart = -1
+        leadingEmptyLines = 0
+        sawStartLine = false
+        fields.removeAll(keepingCapacity: true)
+        failed = nil
+    }
+
+    private mutating func fail(_ error: HTTPParseError) -> Step {
+        failed = error
+        return .failure(error)
+    }
+
+    mutating func scan(_ buffer: UnsafeRawBufferPointer) -> Step {
+        if let failed { return .failure(failed) }
+        // Contract: the caller passes the same bytes again, possibly grown. A shorter buffer means it did
+        // not; start over rather than read out of range.
+        if buffer.count < position { reset() }
+        let count = buffer.count
+
+        while headStart < 0 {
+            guard position < count else { return .needMore }
+            let byte = buffer[position]
+            if byte == Self.cr && skipsLeadingEmptyLines {
+                guard position + 1 < count else { return .needMore }
+                guard buffer[position + 1] == Self.lf else { return fail(.badRequest("bare_cr")) }
+                leadingEmptyLines += 1
+                if leadingEmptyLines > limits.maxLeadingEmptyLines {
+                    return fail(.badRequest("too_many_leading_empty_lines"))
+                }
+                position += 2
+            } else if byte == Self.lf {
+                return fail(.badRequest("bare_lf"))
+            } else {
+                headStart = position
+                lineStart = position
+            }
+        }
+
+        let maxStartLine = limits.effectiveRequestLineBytes
+        let maxHead = limits.maxHeadBytes
+        while position < count {
+            let byte = buffer[position]
+            if byte == Self.cr {
+                // The LF that must follow would be the byte at position + 1.
+                if position + 1 - headStart >= maxHead { return fail(.headersTooLarge("head_too_large")) }
+                guard position + 1 < count else { return .needMore }
+                guard buffer[position + 1] == Self.lf else { return fail(.badRequest("bare_cr")) }
+                let start = lineStart
+                let end = position
+                position += 2
+                lineStart = position
+                if !sawStartLine {
+                    sawStartLine = true
+                    return .startLine(start: start, end: end)
+                }
+                if start == end {
+                    let headBytes = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[headStart..<position]))
+                    return .complete(HTTPHeaders(validatedBytes: headBytes, fields: fields), consumed: position)
+                }
+                if let error = addField(buffer, start, end) { return fail(error) }
+                continue
+            }
+            if byte == Self.lf { return fail(.badRequest("bare_lf")) }
+            if !sawStartLine && position - lineStart >= maxStartLine { return fail(startLineTooLong) }
+            if position - headStart >= maxHead { return fail(.headersTooLarge("head_too_large")) }
+            position += 1
+        }
+        return .needMore
+    }
+
+    /// Validates field line `start..<end` (RFC 9112 §5, RFC 9110 §5.1 and §5.5) and records its ranges.
+    private mutating func addField(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> HTTPParseError? {
+        let range = FieldLine.validate(buffer, start, end)
+        switch range {
+        case .failure(let error):
+            return error
+        case .success(let field):
+            guard fields.count < limits.maxHeaders else { return .headersTooLarge("too_many_headers") }
+            fields.append(field.shifted(by: Int32(clamping: headStart)))
+            return nil
+        }
+    }
+}

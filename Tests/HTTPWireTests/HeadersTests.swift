@@ -1,0 +1,90 @@
+import Testing
+@testable import HTTPWire
+
+@Suite("HTTPHeaders and syntax helpers")
+struct HeadersTests {
+    private func headers(_ fieldLines: String) throws -> HTTPHeaders {
+        try #require(parseRequest("GET / HTTP/1.1\r\nHost: h\r\n" + fieldLines + "\r\n").head).headers
+    }
+
+    @Test func valuesAreTrimmedOfOWSButKeepInnerWhitespace() throws {
+        let fields = try headers("A: \t x  y \t\r\nB:z\r\n")
+        #expect(fields.value(at: 1) == "x  y")
+        #expect(fields.value(at: 2) == "z")
+        fields.withValueBytes(at: 1) { #expect(Array($0) == Array("x  y".utf8)) }
+        fields.withNameBytes(at: 1) { #expect(Array($0) == Array("A".utf8)) }
+    }
+
+    @Test func forEachFieldVisitsAllInOrderWithoutStrings() throws {
+        let fields = try headers("X-One: 1\r\nX-Two: 2\r\n")
+        var seen: [(Int, [UInt8], [UInt8])] = []
+        fields.forEachField { index, name, value in seen.append((index, Array(name), Array(value))) }
+        #expect(seen.map(\.0) == [0, 1, 2])
+        #expect(seen.map(\.1) == [Array("Host".utf8), Array("X-One".utf8), Array("X-Two".utf8)])
+        #expect(seen.map(\.2) == [Array("h".utf8), Array("1".utf8), Array("2".utf8)])
+    }
+
+    @Test func caseInsensitiveLookups() throws {
+        let fields = try headers("CONTENT-type: text/plain\r\nX-A: 1\r\nx-a: 2\r\n")
+        #expect(fields.nameEquals(at: 1, "content-type"))
+        #expect(!fields.nameEquals(at: 1, "content-typ"))
+        #expect(!fields.nameEquals(at: 1, "content-types"))
+        #expect(fields.lowercasedName(at: 1) == "content-type")
+        #expect(fields.name(at: 1) == "CONTENT-type")
+        #expect(fields.firstIndex(forLowercased: "x-a") == 2)
+        #expect(fields.indices(forLowercased: "x-a") == [2, 3])
+        #expect(fields.contains(lowercased: "host"))
+        #expect(!fields.contains(lowercased: "cookie"))
+    }
+
+    @Test func listElements() throws {
+        let fields = try headers("Via: a , ,b,\t c,\r\n")
+        var elements: [String] = []
+        fields.forEachListElement(at: 1) { elements.append(String(decoding: $0, as: UTF8.self)); return true }
+        #expect(elements == ["a", "b", "c"])
+        var first: [String] = []
+        fields.forEachListElement(at: 1) { first.append(String(decoding: $0, as: UTF8.self)); return false }
+        #expect(first == ["a"])
+    }
+
+    @Test func obsTextValuesAreKeptByteExact() throws {
+        let input: [UInt8] = Array("GET / HTTP/1.1\r\nHost: h\r\nX: ".utf8) + [0xE9, 0xFF] + Array("\r\n\r\n".utf8)
+        let fields = try #require(parseRequest(input).head).headers
+        fields.withValueBytes(at: 1) { #expect(Array($0) == [0xE9, 0xFF]) }
+    }
+
+    @Test func outOfRangeFieldsAreNeutralisedByTheInitializer() {
+        let fields = HTTPHeaders(bytes: Array("ab".utf8), fields: [
+            HTTPHeaderField(nameStart: 0, nameEnd: 1, valueStart: 1, valueEnd: 2),
+            HTTPHeaderField(nameStart: 0, nameEnd: 9, valueStart: 1, valueEnd: 2),
+        ])
+        #expect(fields.name(at: 0) == "a")
+        #expect(fields.value(at: 0) == "b")
+        #expect(fields.name(at: 1) == "")
+        #expect(HTTPHeaders().isEmpty)
+    }
+
+    @Test func tokens() {
+        #expect(HTTPSyntax.isToken("x-Foo_1.2~!#$%&'*+^`|"))
+        #expect(!HTTPSyntax.isToken(""))
+        #expect(!HTTPSyntax.isToken("a b"))
+        #expect(!HTTPSyntax.isToken("a:b"))
+        #expect(!HTTPSyntax.isToken("é"))
+        for byte in UInt8(0)...UInt8(255) {
+            let expected = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+            #expect(HTTPSyntax.isTChar(byte) == expected, "byte \(byte)")
+        }
+    }
+
+    @Test func hopByHopNames() {
+        #expect(Set(HTTPHeaderName.hopByHop) == [
+            "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade",
+            "proxy-authenticate", "proxy-authorization", "trailer",
+        ])
+        #expect(HTTPHeaderName.isHopByHop("te"))
+        #expect(!HTTPHeaderName.isHopByHop("trailers"))
+        Array("Transfer-Encoding".utf8).withUnsafeBytes { #expect(HTTPHeaderName.isHopByHop($0)) }
+        Array("X-Forwarded-For".utf8).withUnsafeBytes { #expect(!HTTPHeaderName.isHopByHop($0)) }
+    }
+}

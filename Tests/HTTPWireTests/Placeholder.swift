@@ -1,4 +1,0 @@
-import Testing
-@testable import HTTPWire
-
-@Test func placeholderHTTPWire() { #expect(Bool(true)) }
