@@ -1,1 +1,0 @@
-// App Check verification lives here.

@@ -1,0 +1,48 @@
+/// What a valid App Check token must say (SPEC §4.2 step 6 and 7), from the `app_check` config.
+public struct AppCheckPolicy: Sendable {
+    /// The Firebase project number; the issuer and the first audience are built from it.
+    public let projectNumber: String
+    /// The Firebase project id; when set, `aud` must also contain `projects/<projectId>`.
+    public let projectId: String?
+    /// Allowed App IDs (the `sub` claim); empty means any.
+    public let appIds: Set<String>
+    /// Tolerance in seconds for `exp`, `iat` and `nbf`. Default 10.
+    public let clockSkew: Double
+    /// Largest accepted `exp - iat`, in seconds. Default 7 days.
+    public let maxLifetime: Double
+    /// On replay-protected routes, largest accepted `exp - iat`, in seconds. Default 300 (5 minutes).
+    public let limitedUseMaxTTL: Double
+
+    /// `https://firebaseappcheck.googleapis.com/<projectNumber>`, compared byte for byte with `iss`.
+    public let issuer: String
+    /// The audiences `aud` must contain: `projects/<projectNumber>`, then `projects/<projectId>` when set.
+    public let requiredAudiences: [String]
+
+    /// Default `clockSkew`: 10 seconds.
+    public static let defaultClockSkew: Double = 10
+    /// Default `maxLifetime`: 7 days.
+    public static let defaultMaxLifetime: Double = 7 * 24 * 3600
+    /// Default `limitedUseMaxTTL`: 5 minutes.
+    public static let defaultLimitedUseMaxTTL: Double = 300
+
+    /// Builds a policy; the caller (config validation) makes sure the numbers are non-negative.
+    public init(projectNumber: String, projectId: String? = nil, appIds: Set<String> = [],
+                clockSkew: Double = defaultClockSkew, maxLifetime: Double = defaultMaxLifetime,
+                limitedUseMaxTTL: Double = defaultLimitedUseMaxTTL) {
+        self.projectNumber = projectNumber
+        self.projectId = projectId
+        self.appIds = appIds
+        self.clockSkew = clockSkew
+        self.maxLifetime = maxLifetime
+        self.limitedUseMaxTTL = limitedUseMaxTTL
+        self.issuer = "https://firebaseappcheck.googleapis.com/" + projectNumber
+        self.requiredAudiences = ["projects/" + projectNumber] + (projectId.map { ["projects/" + $0] } ?? [])
+    }
+
+    /// True when `sub` is allowed: the list is empty, or holds exactly these UTF-8 bytes.
+    public func allows(appId sub: String) -> Bool {
+        if appIds.isEmpty { return true }
+        guard let index = appIds.firstIndex(of: sub) else { return false }
+        return appIds[index].utf8.elementsEqual(sub.utf8)
+    }
+}

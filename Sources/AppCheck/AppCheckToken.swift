@@ -1,0 +1,74 @@
+/// Steps 2 and 3 of SPEC §4.2: splitting and decoding a compact JWS (RFC 7515 §7.1) and judging its header.
+///
+/// Only the header is interpreted here; the payload is decoded (it must be a JSON object without duplicate
+/// keys, as step 2 requires) but its claims are judged only after the signature check.
+public enum AppCheckToken {
+    /// Largest accepted token, in bytes (SPEC §4.2 step 1: 4 KiB). The gateway enforces it on the header;
+    /// `parse` enforces it again so the parser is bounded on its own.
+    public static let maxLength = 4096
+
+    /// The only accepted `alg` (RFC 7518 §3.3). Fixed: the token never chooses the algorithm.
+    public static let algorithm = "RS256"
+
+    /// The only accepted `typ`.
+    public static let type = "JWT"
+
+    /// Header parameters whose mere presence is `malformed`: this verifier never honours them
+    /// (RFC 7515 §4.1.2–4.1.6 and §4.1.11: keys or certificates supplied by the token, critical extensions).
+    public static let forbiddenHeaders = ["crit", "jku", "x5u", "jwk", "x5c"]
+
+    /// Parses `token` (the header value, UTF-8).
+    ///
+    /// Order, first failure wins: empty → `missing`; longer than `maxLength` → `tooLarge`; not exactly three
+    /// dot-separated parts, a part that is not strict base64url (`Base64URL`), header or payload not a JSON
+    /// object, or not strict JSON (`StrictJSON`: duplicate keys, bad UTF-8, …) → `malformed`; then the header:
+    /// `alg` missing or not exactly `RS256` → `unsupportedAlgorithm`; `typ` missing or not exactly `JWT` →
+    /// `wrongType`; `kid` missing, not a string or empty → `malformed`; any of `forbiddenHeaders` present →
+    /// `malformed`. An empty signature part is structurally fine and fails later as `badSignature`.
+    public static func parse(_ token: [UInt8]) -> Result<ParsedToken, AppCheckReason> {
+        if token.isEmpty { return .failure(.missing) }
+        if token.count > maxLength { return .failure(.tooLarge) }
+
+        var dots: [Int] = []
+        for (offset, byte) in token.enumerated() where byte == UInt8(ascii: ".") {
+            dots.append(offset)
+            if dots.count > 2 { return .failure(.malformed) }
+        }
+        guard dots.count == 2, let first = dots.first, let second = dots.last else { return .failure(.malformed) }
+        let headerPart = token[0..<first]
+        let payloadPart = token[(first + 1)..<second]
+        let signaturePart = token[(second + 1)...]
+
+        guard let headerBytes = Base64URL.decode(headerPart),
+              let payloadBytes = Base64URL.decode(payloadPart),
+              let signature = Base64URL.decode(signaturePart) else { return .failure(.malformed) }
+        guard let header = try? StrictJSON.parse(headerBytes, maxBytes: maxLength), case .object = header,
+              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxLength), case .object = payload else {
+            return .failure(.malformed)
+        }
+
+        guard let alg = header.member("alg"), alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
+        guard let typ = header.member("typ"), typ.stringEquals(type) else { return .failure(.wrongType) }
+        guard let kid = header.member("kid")?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
+        for name in forbiddenHeaders where header.member(name) != nil {
+            return .failure(.malformed)
+        }
+
+        let signingInputRange = 0..<second
+        var replayKey: [UInt8]? = nil
+        if payload.member("jti") == nil {
+            var material = Array(token[signingInputRange])
+            material.append(UInt8(ascii: "."))
+            material.append(contentsOf: signature)
+            replayKey = SHA256Digest.hash(material)
+        }
+        return .success(ParsedToken(token: token, kid: kid, header: header,
+                                    claims: TokenClaims(payload: payload, signatureReplayKey: replayKey),
+                                    signature: signature, signingInputRange: signingInputRange))
+    }
+
+    /// Parses the UTF-8 of `token`; see `parse(_:)` for `[UInt8]`.
+    public static func parse(_ token: String) -> Result<ParsedToken, AppCheckReason> {
+        parse(Array(token.utf8))
+    }
+}

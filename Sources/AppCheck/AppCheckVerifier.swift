@@ -1,0 +1,129 @@
+/// The App Check verification pipeline of SPEC §4.2, split so a verified-token cache can skip the RSA work
+/// and still run the time checks on every hit:
+///
+/// 1. `AppCheckToken.parse` (steps 2–3),
+/// 2. `verifySignature` (steps 4–5; the gateway owns the unknown-`kid` refetch),
+/// 3. `checkClaims` (step 6), on every request including cache hits,
+/// 4. `checkLimitedUse` (step 7, first half) on replay-protected routes, before the gateway consumes
+///    `VerifiedClaims.replayKey`.
+///
+/// Pure: the time is an argument (`now`, seconds since the Unix epoch); no I/O, no logging, no global state.
+public enum AppCheckVerifier {
+    /// Steps 4–5: `unknownKid` when `keys` has no key for the token's `kid`, `badSignature` when the RS256
+    /// signature does not verify with exactly that key, `nil` when it does. Never tries another key.
+    public static func verifySignature(_ parsed: ParsedToken, keys: JWKSet) -> AppCheckReason? {
+        guard let key = keys.key(for: parsed.kid) else { return .unknownKid }
+        guard key.verifyRS256(signingInput: parsed.signingInput, signature: parsed.signature) else { return .badSignature }
+        return nil
+    }
+
+    /// Step 6. The checks run in SPEC §4.2's order and the first failure is the reason:
+    ///
+    /// 1. `iss` a string (else `malformed`) equal byte for byte to `policy.issuer` (else `wrongIssuer`);
+    /// 2. `aud` an array (else `malformed`) whose string members include every `policy.requiredAudiences`
+    ///    entry (else `wrongAudience`);
+    /// 3. `sub` a non-empty string (else `malformed`), allowed by `policy.appIds` (else `appNotAllowed`);
+    /// 4. `exp` and `iat` present numbers (else `malformed`);
+    /// 5. `now < exp + clockSkew` (else `expired`; `now == exp + clockSkew` is expired);
+    /// 6. `iat <= now + clockSkew` (else `issuedInFuture`);
+    /// 7. `exp - iat <= maxLifetime` (else `lifetimeTooLong`; exactly 7 days passes);
+    /// 8. `nbf`, when present, a number (else `malformed`) `<= now + clockSkew` (else `issuedInFuture`);
+    /// 9. `jti`, when present, a non-empty string (else `malformed`);
+    /// 10. every `aud` member a string (else `malformed`) — last, as SPEC lists it.
+    ///
+    /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
+    public static func checkClaims(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double) -> Result<VerifiedClaims, AppCheckReason> {
+        let payload = claims.payload
+
+        guard let iss = payload.member("iss"), case .string = iss else { return .failure(.malformed) }
+        guard iss.stringEquals(policy.issuer) else { return .failure(.wrongIssuer) }
+
+        guard let audMembers = payload.member("aud")?.arrayValue else { return .failure(.malformed) }
+        for required in policy.requiredAudiences where !audMembers.contains(where: { $0.stringEquals(required) }) {
+            return .failure(.wrongAudience)
+        }
+
+        guard let sub = payload.member("sub")?.stringValue, !sub.isEmpty else { return .failure(.malformed) }
+        guard policy.allows(appId: sub) else { return .failure(.appNotAllowed) }
+
+        guard let exp = payload.member("exp")?.numberValue, let iat = payload.member("iat")?.numberValue else {
+            return .failure(.malformed)
+        }
+        guard now < exp + policy.clockSkew else { return .failure(.expired) }
+        guard iat <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
+        guard exp - iat <= policy.maxLifetime else { return .failure(.lifetimeTooLong) }
+
+        if let nbfValue = payload.member("nbf") {
+            guard let nbf = nbfValue.numberValue else { return .failure(.malformed) }
+            guard nbf <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
+        }
+
+        var jti: String? = nil
+        if let jtiValue = payload.member("jti") {
+            guard let value = jtiValue.stringValue, !value.isEmpty else { return .failure(.malformed) }
+            jti = value
+        }
+
+        var audiences: [String] = []
+        for member in audMembers {
+            guard let value = member.stringValue else { return .failure(.malformed) }
+            audiences.append(value)
+        }
+
+        let replayKey: [UInt8]
+        if let jti {
+            replayKey = SHA256Digest.hash(Array(sub.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8))
+        } else if let signatureKey = claims.signatureReplayKey {
+            replayKey = signatureKey
+        } else {
+            // TokenClaims always carries the signature key when the payload has no jti member.
+            return .failure(.malformed)
+        }
+        return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti,
+                                       audiences: audiences, replayKey: replayKey))
+    }
+
+    /// Step 7, first half: on a replay-protected route the token must be a limited-use token,
+    /// `exp - iat <= policy.limitedUseMaxTTL`, else `limitedUseRequired`. `nil` when it is.
+    public static func checkLimitedUse(_ claims: VerifiedClaims, policy: AppCheckPolicy) -> AppCheckReason? {
+        claims.lifetime <= policy.limitedUseMaxTTL ? nil : .limitedUseRequired
+    }
+
+    /// Steps 2–6 (and step 7's lifetime check when `limitedUse`), uncached. Consuming the replay key is the
+    /// gateway's.
+    public static func verify(token: [UInt8], keys: JWKSet, policy: AppCheckPolicy, now: Double,
+                              limitedUse: Bool = false) -> Result<VerifiedClaims, AppCheckReason> {
+        let parsed: ParsedToken
+        switch AppCheckToken.parse(token) {
+        case .success(let value): parsed = value
+        case .failure(let reason): return .failure(reason)
+        }
+        if let reason = verifySignature(parsed, keys: keys) { return .failure(reason) }
+        let result = checkClaims(parsed.claims, policy: policy, now: now)
+        if limitedUse, case .success(let claims) = result, let reason = checkLimitedUse(claims, policy: policy) {
+            return .failure(reason)
+        }
+        return result
+    }
+
+    /// `verify(token:keys:policy:now:limitedUse:)` on the UTF-8 of `token`.
+    public static func verify(token: String, keys: JWKSet, policy: AppCheckPolicy, now: Double,
+                              limitedUse: Bool = false) -> Result<VerifiedClaims, AppCheckReason> {
+        verify(token: Array(token.utf8), keys: keys, policy: policy, now: now, limitedUse: limitedUse)
+    }
+
+    /// SHA-256 of the whole token text: the verified-token cache key (SPEC §4.3).
+    public static func tokenHash(_ token: [UInt8]) -> [UInt8] {
+        SHA256Digest.hash(token)
+    }
+
+    /// SHA-256 of the UTF-8 of `token`.
+    public static func tokenHash(_ token: String) -> [UInt8] {
+        SHA256Digest.hash(Array(token.utf8))
+    }
+
+    /// The `token_sha256` log field (SPEC §7): the first 16 hex characters of `tokenHash`.
+    public static func logFingerprint(_ token: [UInt8]) -> String {
+        String(SHA256Digest.hex(tokenHash(token)).prefix(16))
+    }
+}

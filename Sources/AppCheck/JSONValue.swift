@@ -1,0 +1,78 @@
+/// A JSON value (RFC 8259) as produced by `StrictJSON`.
+///
+/// Objects keep their members in document order; `StrictJSON` guarantees the keys are unique.
+/// Strings compare by their UTF-8 bytes in `member(_:)` and `stringEquals(_:)`, never by Unicode
+/// canonical equivalence, so a claim matches only the exact bytes that were signed.
+public enum JSONValue: Sendable, Equatable {
+    /// An object, members in document order, keys unique.
+    case object([(key: String, value: JSONValue)])
+    /// An array.
+    case array([JSONValue])
+    /// A string, already unescaped and valid UTF-8.
+    case string(String)
+    /// A finite number; `isInteger` is true when the literal had no fraction and no exponent.
+    case number(Double, isInteger: Bool)
+    /// `true` or `false`.
+    case bool(Bool)
+    /// `null`.
+    case null
+
+    /// The member named `key` (exact UTF-8 match) when this is an object, else `nil`.
+    public func member(_ key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        for member in members where member.key.utf8.elementsEqual(key.utf8) {
+            return member.value
+        }
+        return nil
+    }
+
+    /// The members when this is an object.
+    public var objectMembers: [(key: String, value: JSONValue)]? {
+        if case .object(let members) = self { return members }
+        return nil
+    }
+
+    /// The string when this is a string.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The number when this is a number.
+    public var numberValue: Double? {
+        if case .number(let value, _) = self { return value }
+        return nil
+    }
+
+    /// The elements when this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
+
+    /// True when this is a string whose UTF-8 bytes equal those of `other`.
+    public func stringEquals(_ other: String) -> Bool {
+        guard case .string(let value) = self else { return false }
+        return value.utf8.elementsEqual(other.utf8)
+    }
+
+    /// Structural equality; object members compare in order, strings by UTF-8 bytes.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case let (.object(a), .object(b)):
+            return a.count == b.count && zip(a, b).allSatisfy { $0.key.utf8.elementsEqual($1.key.utf8) && $0.value == $1.value }
+        case let (.array(a), .array(b)):
+            return a == b
+        case let (.string(a), .string(b)):
+            return a.utf8.elementsEqual(b.utf8)
+        case let (.number(a, ia), .number(b, ib)):
+            return a == b && ia == ib
+        case let (.bool(a), .bool(b)):
+            return a == b
+        case (.null, .null):
+            return true
+        default:
+            return false
+        }
+    }
+}

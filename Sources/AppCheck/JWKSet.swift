@@ -1,0 +1,210 @@
+/// An immutable set of RS256 verification keys by `kid`, parsed from a JWKS document (RFC 7517 §5).
+///
+/// Only keys usable for App Check are kept (SPEC §4.3): `kty` `RSA`; `use` absent or `sig`; `alg` absent or
+/// `RS256`; `key_ops`, when present, containing `verify`; a non-empty string `kid`; a modulus of 2048…4096 bits;
+/// an odd exponent of at least 3 and at most 64 bits. Every other entry is skipped and listed in `skipped`
+/// with its reason, for the logs.
+///
+/// Duplicate `kid`: when two or more entries carry the same `kid`, **all** of them are skipped
+/// (`duplicateKid`). Neither "first wins" nor "last wins" is safe: the set would be ambiguous, and a token with
+/// that `kid` must not be verified against a key picked by position. Such a token then gets `unknown_kid`.
+public struct JWKSet: Sendable {
+    /// Why one JWKS entry was not kept.
+    public enum SkipReason: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The entry is not a JSON object.
+        case notAnObject
+        /// `kid` missing, not a string, or empty.
+        case missingKid
+        /// `kty` is not `RSA` (the value, or `nil` when missing or not a string).
+        case unsupportedKeyType(String?)
+        /// `use` is present and is not `sig`.
+        case wrongUse(String?)
+        /// `alg` is present and is not `RS256`.
+        case wrongAlgorithm(String?)
+        /// `key_ops` is present and does not contain `verify`.
+        case wrongKeyOperations
+        /// `n` or `e` missing, not strict base64url, or not a usable RSA public key.
+        case invalidKeyMaterial(String)
+        /// The modulus is outside 2048…4096 bits.
+        case unsupportedKeySize(Int)
+        /// Another entry carries the same `kid`.
+        case duplicateKid
+
+        /// A short explanation for logs.
+        public var description: String {
+            switch self {
+            case .notAnObject: return "entry is not an object"
+            case .missingKid: return "kid missing or empty"
+            case .unsupportedKeyType(let kty): return "kty \(kty ?? "missing") is not RSA"
+            case .wrongUse(let use): return "use \(use ?? "non-string") is not sig"
+            case .wrongAlgorithm(let alg): return "alg \(alg ?? "non-string") is not RS256"
+            case .wrongKeyOperations: return "key_ops does not allow verify"
+            case .invalidKeyMaterial(let why): return "invalid key material: \(why)"
+            case .unsupportedKeySize(let bits): return "\(bits)-bit modulus outside 2048...4096"
+            case .duplicateKid: return "kid appears more than once in the set"
+            }
+        }
+    }
+
+    /// One skipped entry: its position in `keys`, its `kid` when it had a string one, and why.
+    public struct SkippedKey: Sendable, Equatable, CustomStringConvertible {
+        /// Index in the document's `keys` array.
+        public let index: Int
+        /// The entry's `kid`, when it was a string.
+        public let kid: String?
+        /// Why it was skipped.
+        public let reason: SkipReason
+
+        /// `keys[index] (kid …): reason`.
+        public var description: String { "keys[\(index)]" + (kid.map { " (kid \($0))" } ?? "") + ": \(reason)" }
+    }
+
+    /// Why a document could not be used at all.
+    public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// Not strict JSON (see `StrictJSON`).
+        case invalidJSON(StrictJSON.ParseError)
+        /// Not an object with a `keys` array.
+        case missingKeysArray
+        /// No entry was usable; the skipped ones and why.
+        case noUsableKeys([SkippedKey])
+
+        /// A one-line explanation.
+        public var description: String {
+            switch self {
+            case .invalidJSON(let error): return "JWKS is not valid JSON: \(error)"
+            case .missingKeysArray: return "JWKS has no \"keys\" array"
+            case .noUsableKeys(let skipped):
+                return "JWKS has no usable RS256 key" + (skipped.isEmpty ? "" : ": " + skipped.map(\.description).joined(separator: "; "))
+            }
+        }
+    }
+
+    /// Smallest accepted modulus, in bits.
+    public static let minimumBits = 2048
+    /// Largest accepted modulus, in bits.
+    public static let maximumBits = 4096
+    /// Largest accepted JWKS document: 1 MiB (Firebase's is about 2 KB).
+    public static let maxDocumentBytes = 1 << 20
+
+    private let keysByKid: [String: RSAPublicKey]
+
+    /// The kept keys' `kid`s, in document order.
+    public let kids: [String]
+
+    /// Entries that were not kept, with their reasons, in document order.
+    public let skipped: [SkippedKey]
+
+    /// Number of usable keys.
+    public var count: Int { kids.count }
+
+    /// The key for `kid` (exact UTF-8 match), or `nil`. Never a fallback key.
+    public func key(for kid: String) -> RSAPublicKey? {
+        guard let key = keysByKid[kid], let stored = kids.first(where: { $0 == kid }),
+              stored.utf8.elementsEqual(kid.utf8) else { return nil }
+        return key
+    }
+
+    /// A set from already-checked keys (for tests and local issuers). Later duplicates are ignored.
+    public init(keys: [(kid: String, key: RSAPublicKey)]) {
+        var byKid: [String: RSAPublicKey] = [:]
+        var kids: [String] = []
+        for (kid, key) in keys where byKid[kid] == nil {
+            byKid[kid] = key
+            kids.append(kid)
+        }
+        self.keysByKid = byKid
+        self.kids = kids
+        self.skipped = []
+    }
+
+    private init(keysByKid: [String: RSAPublicKey], kids: [String], skipped: [SkippedKey]) {
+        self.keysByKid = keysByKid
+        self.kids = kids
+        self.skipped = skipped
+    }
+
+    /// Parses a JWKS document `{"keys":[…]}` with `StrictJSON` (duplicate JSON keys are an error).
+    ///
+    /// Throws when the document is not usable at all, including when no entry is usable: an empty set must
+    /// never replace a good one.
+    public static func parse(_ json: [UInt8]) throws(ParseError) -> JWKSet {
+        let document: JSONValue
+        do throws(StrictJSON.ParseError) {
+            document = try StrictJSON.parse(json, maxBytes: maxDocumentBytes)
+        } catch {
+            throw .invalidJSON(error)
+        }
+        guard let entries = document.member("keys")?.arrayValue else { throw .missingKeysArray }
+
+        var candidates: [(index: Int, kid: String, key: RSAPublicKey)] = []
+        var skipped: [SkippedKey] = []
+        var kidCounts: [String: Int] = [:]
+        for (index, entry) in entries.enumerated() {
+            let kid = entry.member("kid")?.stringValue
+            if let kid, !kid.isEmpty { kidCounts[kid, default: 0] += 1 }
+            switch check(entry) {
+            case .success(let key):
+                // check() fails with .missingKid unless kid is a non-empty string.
+                candidates.append((index, kid ?? "", key))
+            case .failure(let reason):
+                skipped.append(SkippedKey(index: index, kid: kid, reason: reason))
+            }
+        }
+
+        var byKid: [String: RSAPublicKey] = [:]
+        var kids: [String] = []
+        for candidate in candidates {
+            if kidCounts[candidate.kid, default: 0] > 1 {
+                skipped.append(SkippedKey(index: candidate.index, kid: candidate.kid, reason: .duplicateKid))
+            } else {
+                byKid[candidate.kid] = candidate.key
+                kids.append(candidate.kid)
+            }
+        }
+        skipped.sort { $0.index < $1.index }
+        if kids.isEmpty { throw .noUsableKeys(skipped) }
+        return JWKSet(keysByKid: byKid, kids: kids, skipped: skipped)
+    }
+
+    private static func check(_ entry: JSONValue) -> Result<RSAPublicKey, SkipReason> {
+        guard case .object = entry else { return .failure(.notAnObject) }
+        guard let kid = entry.member("kid")?.stringValue, !kid.isEmpty else { return .failure(.missingKid) }
+        guard let kty = entry.member("kty"), kty.stringEquals("RSA") else {
+            return .failure(.unsupportedKeyType(entry.member("kty")?.stringValue))
+        }
+        if let use = entry.member("use"), !use.stringEquals("sig") { return .failure(.wrongUse(use.stringValue)) }
+        if let alg = entry.member("alg"), !alg.stringEquals("RS256") { return .failure(.wrongAlgorithm(alg.stringValue)) }
+        if let ops = entry.member("key_ops") {
+            guard let list = ops.arrayValue, list.contains(where: { $0.stringEquals("verify") }) else {
+                return .failure(.wrongKeyOperations)
+            }
+        }
+        guard let nText = entry.member("n")?.stringValue, let n = Base64URL.decode(nText) else {
+            return .failure(.invalidKeyMaterial("n missing or not strict base64url"))
+        }
+        guard let eText = entry.member("e")?.stringValue, let e = Base64URL.decode(eText) else {
+            return .failure(.invalidKeyMaterial("e missing or not strict base64url"))
+        }
+        // Size first, from the bytes, so a huge modulus costs OpenSSL nothing.
+        let significant = n.drop(while: { $0 == 0 })
+        let bits = significant.first.map { significant.count * 8 - $0.leadingZeroBitCount } ?? 0
+        guard bits >= minimumBits, bits <= maximumBits else { return .failure(.unsupportedKeySize(bits)) }
+        do throws(RSAKeyError) {
+            return .success(try RSAPublicKey(modulus: n, exponent: e))
+        } catch {
+            return .failure(.invalidKeyMaterial(error.description))
+        }
+    }
+
+    /// A JWKS document `{"keys":[…]}` publishing `keys` as RS256 signing keys (for `keygen` and local issuers).
+    public static func document(for keys: [(kid: String, key: RSAPublicKey)]) -> String {
+        let entries = keys.map { kid, key in
+            let jwk = key.jwk(kid: kid)
+            let fields = ["kty", "use", "alg", "kid", "n", "e"].compactMap { name in
+                jwk[name].map { JSONText.quote(name) + ":" + JSONText.quote($0) }
+            }
+            return "{" + fields.joined(separator: ",") + "}"
+        }
+        return "{\"keys\":[" + entries.joined(separator: ",") + "]}"
+    }
+}

@@ -1,0 +1,36 @@
+import COpenSSL
+
+/// SHA-256 (FIPS 180-4) over OpenSSL's EVP interface. Not named `SHA256`, which would clash with OpenSSL's C function in modules importing both.
+public enum SHA256Digest {
+    /// The 32-byte digest of `bytes`.
+    public static func hash<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+        if let digest = bytes.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0)) }) {
+            return digest
+        }
+        return Array(bytes).withUnsafeBytes { hash($0) }
+    }
+
+    /// The 32-byte digest of the bytes at `input`.
+    public static func hash(_ input: UnsafeRawBufferPointer) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = digest.withUnsafeMutableBufferPointer { out in
+            EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_sha256(), nil)
+        }
+        // EVP_Digest fails only on allocation failure; an all-zero digest would be a silent collision, so stop.
+        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
+        return digest
+    }
+
+    /// The digest as 64 lowercase hex characters.
+    public static func hex(_ digest: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(digest.count * 2)
+        for byte in digest {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

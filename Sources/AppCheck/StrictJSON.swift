@@ -1,0 +1,296 @@
+/// A strict RFC 8259 JSON parser for untrusted token and key-set bytes.
+///
+/// Unlike Foundation's `JSONSerialization` it refuses what an attacker could use to make two parsers
+/// disagree: duplicate object keys (anywhere, compared after unescaping), invalid UTF-8 (overlong forms,
+/// surrogates, code points above U+10FFFF), lone or mispaired `\u` surrogates, a byte order mark, leading
+/// zeros, `+`, `.5`, `1.`, non-finite numbers (`1e999`), control characters in strings, comments, trailing
+/// commas and anything after the top-level value but whitespace (RFC 8259 §2: space, tab, LF, CR).
+/// Nesting is limited to `maxDepth` arrays/objects and the input to `maxBytes` bytes.
+public enum StrictJSON {
+    /// Why the input was refused; `offset` is the byte position where parsing stopped.
+    public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The kind of failure.
+        public enum Kind: String, Sendable, Equatable {
+            /// The input is longer than the `maxBytes` limit.
+            case tooLarge = "input too large"
+            /// Arrays/objects are nested deeper than the `maxDepth` limit.
+            case tooDeep = "nesting too deep"
+            /// An object has the same key twice.
+            case duplicateKey = "duplicate key"
+            /// A string is not valid UTF-8 or holds a lone surrogate escape.
+            case invalidUnicode = "invalid Unicode"
+            /// A number literal is not RFC 8259 grammar or is not finite as a Double.
+            case invalidNumber = "invalid number"
+            /// Any other grammar violation, including trailing bytes.
+            case syntax = "syntax error"
+        }
+        /// The kind of failure.
+        public let kind: Kind
+        /// Byte offset in the input.
+        public let offset: Int
+        /// `kind at byte offset`.
+        public var description: String { "\(kind.rawValue) at byte \(offset)" }
+    }
+
+    /// Default nesting limit (arrays and objects together).
+    public static let defaultMaxDepth = 32
+    /// Default input size limit: 1 MiB.
+    public static let defaultMaxBytes = 1 << 20
+
+    /// Parses one JSON value that spans the whole input.
+    public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth, maxBytes: Int = defaultMaxBytes) throws(ParseError) -> JSONValue {
+        if bytes.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
+        return try bytes.withUnsafeBufferPointer { (buffer) throws(ParseError) -> JSONValue in
+            var parser = Parser(bytes: buffer, maxDepth: maxDepth)
+            parser.skipWhitespace()
+            let value = try parser.parseValue(depth: 0)
+            parser.skipWhitespace()
+            if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
+            return value
+        }
+    }
+
+    private struct Parser {
+        let bytes: UnsafeBufferPointer<UInt8>
+        let maxDepth: Int
+        var position = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+            self.bytes = bytes
+            self.maxDepth = maxDepth
+        }
+
+        /// The byte at `position`, or nil at the end; the only way the parser reads input.
+        var peek: UInt8? { position < bytes.count ? bytes[position] : nil }
+
+        func fail(_ kind: ParseError.Kind) -> ParseError { ParseError(kind: kind, offset: position) }
+
+        mutating func skipWhitespace() {
+            while let byte = peek, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D {
+                position += 1
+            }
+        }
+
+        mutating func expect(_ literal: StaticString) throws(ParseError) {
+            let count = literal.utf8CodeUnitCount
+            let start = literal.utf8Start
+            for i in 0..<count {
+                guard peek == start[i] else { throw fail(.syntax) }
+                position += 1
+            }
+        }
+
+        mutating func parseValue(depth: Int) throws(ParseError) -> JSONValue {
+            guard let byte = peek else { throw fail(.syntax) }
+            switch byte {
+            case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+            case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+            case UInt8(ascii: "\""): return .string(try parseString())
+            case UInt8(ascii: "t"): try expect("true"); return .bool(true)
+            case UInt8(ascii: "f"): try expect("false"); return .bool(false)
+            case UInt8(ascii: "n"): try expect("null"); return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+            default: throw fail(.syntax)
+            }
+        }
+
+        mutating func parseObject(depth: Int) throws(ParseError) -> JSONValue {
+            if depth > maxDepth { throw fail(.tooDeep) }
+            position += 1  // {
+            var members: [(key: String, value: JSONValue)] = []
+            var seen = Set<String>()
+            skipWhitespace()
+            if peek == UInt8(ascii: "}") { position += 1; return .object(members) }
+            while true {
+                skipWhitespace()
+                guard peek == UInt8(ascii: "\"") else { throw fail(.syntax) }
+                let keyOffset = position
+                let key = try parseString()
+                // Swift's Set compares canonically equivalent strings as equal: stricter than byte equality,
+                // which is what we want for a duplicate check.
+                if !seen.insert(key).inserted { throw ParseError(kind: .duplicateKey, offset: keyOffset) }
+                skipWhitespace()
+                guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }
+                position += 1
+                skipWhitespace()
+                let value = try parseValue(depth: depth)
+                members.append((key: key, value: value))
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): position += 1
+                case UInt8(ascii: "}"): position += 1; return .object(members)
+                default: throw fail(.syntax)
+                }
+            }
+        }
+
+        mutating func parseArray(depth: Int) throws(ParseError) -> JSONValue {
+            if depth > maxDepth { throw fail(.tooDeep) }
+            position += 1  // [
+            var values: [JSONValue] = []
+            skipWhitespace()
+            if peek == UInt8(ascii: "]") { position += 1; return .array(values) }
+            while true {
+                skipWhitespace()
+                values.append(try parseValue(depth: depth))
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): position += 1
+                case UInt8(ascii: "]"): position += 1; return .array(values)
+                default: throw fail(.syntax)
+                }
+            }
+        }
+
+        mutating func parseHex4() throws(ParseError) -> UInt32 {
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                guard let byte = peek else { throw fail(.syntax) }
+                let digit: UInt32
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+                default: throw fail(.syntax)
+                }
+                value = value << 4 | digit
+                position += 1
+            }
+            return value
+        }
+
+        static func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+            switch scalar {
+            case 0..<0x80:
+                out.append(UInt8(scalar))
+            case 0x80..<0x800:
+                out.append(UInt8(0xC0 | (scalar >> 6)))
+                out.append(UInt8(0x80 | (scalar & 0x3F)))
+            case 0x800..<0x10000:
+                out.append(UInt8(0xE0 | (scalar >> 12)))
+                out.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+                out.append(UInt8(0x80 | (scalar & 0x3F)))
+            default:
+                out.append(UInt8(0xF0 | (scalar >> 18)))
+                out.append(UInt8(0x80 | ((scalar >> 12) & 0x3F)))
+                out.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+                out.append(UInt8(0x80 | (scalar & 0x3F)))
+            }
+        }
+
+        /// Reads one continuation byte (10xxxxxx) in `range`.
+        mutating func continuation(_ range: ClosedRange<UInt8> = 0x80...0xBF) throws(ParseError) -> UInt8 {
+            guard let byte = peek, range.contains(byte) else { throw fail(.invalidUnicode) }
+            position += 1
+            return byte
+        }
+
+        mutating func parseString() throws(ParseError) -> String {
+            position += 1  // opening quote
+            var out: [UInt8] = []
+            while true {
+                guard let byte = peek else { throw fail(.syntax) }
+                switch byte {
+                case UInt8(ascii: "\""):
+                    position += 1
+                    return String(decoding: out, as: UTF8.self)
+                case UInt8(ascii: "\\"):
+                    position += 1
+                    guard let escape = peek else { throw fail(.syntax) }
+                    position += 1
+                    switch escape {
+                    case UInt8(ascii: "\""): out.append(0x22)
+                    case UInt8(ascii: "\\"): out.append(0x5C)
+                    case UInt8(ascii: "/"): out.append(0x2F)
+                    case UInt8(ascii: "b"): out.append(0x08)
+                    case UInt8(ascii: "f"): out.append(0x0C)
+                    case UInt8(ascii: "n"): out.append(0x0A)
+                    case UInt8(ascii: "r"): out.append(0x0D)
+                    case UInt8(ascii: "t"): out.append(0x09)
+                    case UInt8(ascii: "u"):
+                        let unit = try parseHex4()
+                        var scalar = unit
+                        if (0xDC00...0xDFFF).contains(unit) { throw fail(.invalidUnicode) }
+                        if (0xD800...0xDBFF).contains(unit) {
+                            guard peek == UInt8(ascii: "\\") else { throw fail(.invalidUnicode) }
+                            position += 1
+                            guard peek == UInt8(ascii: "u") else { throw fail(.invalidUnicode) }
+                            position += 1
+                            let low = try parseHex4()
+                            guard (0xDC00...0xDFFF).contains(low) else { throw fail(.invalidUnicode) }
+                            scalar = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                        }
+                        Self.appendUTF8(scalar, to: &out)
+                    default:
+                        throw fail(.syntax)
+                    }
+                case 0x00..<0x20:
+                    throw fail(.syntax)
+                case 0x20..<0x80:
+                    out.append(byte)
+                    position += 1
+                case 0xC2...0xDF:
+                    position += 1
+                    out.append(byte)
+                    out.append(try continuation())
+                case 0xE0...0xEF:
+                    position += 1
+                    // Second-byte ranges exclude overlong forms (E0) and UTF-16 surrogates (ED).
+                    let second: ClosedRange<UInt8> = byte == 0xE0 ? 0xA0...0xBF : (byte == 0xED ? 0x80...0x9F : 0x80...0xBF)
+                    out.append(byte)
+                    out.append(try continuation(second))
+                    out.append(try continuation())
+                case 0xF0...0xF4:
+                    position += 1
+                    // F0 must not be overlong; F4 must stay at or below U+10FFFF.
+                    let second: ClosedRange<UInt8> = byte == 0xF0 ? 0x90...0xBF : (byte == 0xF4 ? 0x80...0x8F : 0x80...0xBF)
+                    out.append(byte)
+                    out.append(try continuation(second))
+                    out.append(try continuation())
+                    out.append(try continuation())
+                default:
+                    throw fail(.invalidUnicode)
+                }
+            }
+        }
+
+        mutating func digits() -> Int {
+            var count = 0
+            while let byte = peek, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
+                position += 1
+                count += 1
+            }
+            return count
+        }
+
+        /// RFC 8259 §6: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+        mutating func parseNumber() throws(ParseError) -> JSONValue {
+            let start = position
+            var isInteger = true
+            if peek == UInt8(ascii: "-") { position += 1 }
+            guard let first = peek else { throw fail(.invalidNumber) }
+            if first == UInt8(ascii: "0") {
+                position += 1
+                if let next = peek, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(next) { throw fail(.invalidNumber) }
+            } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(first) {
+                _ = digits()
+            } else {
+                throw fail(.invalidNumber)
+            }
+            if peek == UInt8(ascii: ".") {
+                isInteger = false
+                position += 1
+                if digits() == 0 { throw fail(.invalidNumber) }
+            }
+            if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+                isInteger = false
+                position += 1
+                if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { position += 1 }
+                if digits() == 0 { throw fail(.invalidNumber) }
+            }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+            guard let value = Double(text), value.isFinite else { throw ParseError(kind: .invalidNumber, offset: start) }
+            return .number(value, isInteger: isInteger)
+        }
+    }
+}

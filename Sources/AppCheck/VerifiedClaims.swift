@@ -1,0 +1,20 @@
+/// The claims of a token that passed every check of SPEC §4.2 steps 2–6.
+public struct VerifiedClaims: Sendable, Equatable {
+    /// The App ID (`sub`).
+    public let appId: String
+    /// Expiry, seconds since the Unix epoch (`exp`).
+    public let expiresAt: Double
+    /// Issue time, seconds since the Unix epoch (`iat`).
+    public let issuedAt: Double
+    /// The token id (`jti`), when present.
+    public let jti: String?
+    /// The audiences (`aud`).
+    public let audiences: [String]
+    /// SPEC §5 replay key, 32 bytes: SHA-256(sub + "\n" + jti) when the token has a `jti`, else
+    /// SHA-256(signing input + "." + raw signature bytes). Never derived from the raw token text, so a
+    /// re-encoded token cannot slip past.
+    public let replayKey: [UInt8]
+
+    /// `exp - iat`, the lifetime the issuer gave the token.
+    public var lifetime: Double { expiresAt - issuedAt }
+}

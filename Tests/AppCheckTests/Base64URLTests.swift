@@ -1,0 +1,42 @@
+import Testing
+@testable import AppCheck
+
+@Suite struct Base64URLTests {
+    @Test func rfc4648Vectors() {
+        let vectors = [("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"),
+                       ("fooba", "Zm9vYmE"), ("foobar", "Zm9vYmFy")]
+        for (plain, encoded) in vectors {
+            #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
+            #expect(Base64URL.decode(encoded) == Array(plain.utf8))
+        }
+        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
+        #expect(Base64URL.decode("-_-_") == [0xFB, 0xFF, 0xBF])
+    }
+
+    @Test func roundTripsEveryLengthAndByte() {
+        for length in 0..<70 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ length) }
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+        }
+        let all = (0...255).map { UInt8($0) }
+        #expect(Base64URL.decode(Base64URL.encode(all)) == all)
+    }
+
+    @Test(arguments: ["Zg==", "Zg=", "Zm8=", "Zm9v====", "=", "Zm9v+", "Zm9v/", "Zm 9v", " Zm9v", "Zm9v\n",
+                      "Zm9v.", "A", "AAAAA", "Zm9vY", "Zh", "Zm9", "Zm+v", "Zm/v", "Zm9é"])
+    func rejectsNonStrictInput(_ text: String) {
+        #expect(Base64URL.decode(text) == nil)
+    }
+
+    @Test func rejectsNonCanonicalTrailingBits() {
+        // "f" is Zg; Zh..Zv carry the same byte with non-zero unused bits.
+        #expect(Base64URL.decode("Zg") == [0x66])
+        for last in "hijklmnopqrstuv" {
+            #expect(Base64URL.decode("Z" + String(last)) == nil)
+        }
+        #expect(Base64URL.decode("Zm8") == [0x66, 0x6F])
+        #expect(Base64URL.decode("Zm9") == nil)
+        #expect(Base64URL.decode("AB") == nil)   // Wycheproof ModifiedUnusedBitsInPayload
+        #expect(Base64URL.decode("AA") == [0])
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import AppCheck
-
-@Test func placeholderAppCheck() { #expect(Bool(true)) }
