@@ -2,7 +2,7 @@
 # needs when they are missing (see .ci/ensure-packages).
 
 SWIFT ?= swift
-BUILD_PACKAGES := libssl-dev libnghttp2-dev pkg-config
+BUILD_PACKAGES := libssl-dev libnghttp2-dev libsqlite3-dev pkg-config
 TEST_PACKAGES  := curl openssl nghttp2-client redis-server python3-venv
 BENCH_PACKAGES := wrk nginx-light nghttp2-client valgrind
 

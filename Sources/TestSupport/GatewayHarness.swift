@@ -40,19 +40,21 @@ public final class GatewayHarness: @unchecked Sendable {
     }
 
     /// The minimal config most tests start from: plain listener, one upstream, the given routes.
-    public static func config(upstream: String, routes: String, server extra: String = "", limits: String = "",
-                              appCheck: String = "") -> String {
-        """
+    /// `limits` entries override the short test defaults (`header_timeout: 2s`, `idle_timeout: 5s`,
+    /// `shutdown_grace: 2s`); `server` lines go under `server:`, `appCheck` lines under `app_check:`.
+    public static func config(upstream: String, routes: String, server extra: String = "", limits: [String: String] = [:],
+                              appCheck: String = "", upstreamExtra: String = "", top: String = "") -> String {
+        var l = ["header_timeout": "2s", "idle_timeout": "5s", "shutdown_grace": "2s"]
+        for (k, v) in limits { l[k] = v }
+        let limitLines = l.keys.sorted().map { "    \($0): \(l[$0]!)" }.joined(separator: "\n")
+        return """
         server:
           listen: ["127.0.0.1:0"]
           admin_listen: "127.0.0.1:0"
           threads: 1
         \(extra)
           limits:
-            header_timeout: 2s
-            idle_timeout: 5s
-            shutdown_grace: 2s
-        \(limits)
+        \(limitLines)
         app_check:
           project_number: "123456789012"
         \(appCheck)
@@ -61,8 +63,10 @@ public final class GatewayHarness: @unchecked Sendable {
             url: \(upstream)
             connect_timeout: 1s
             response_timeout: 2s
+        \(upstreamExtra)
         routes:
         \(routes)
+        \(top)
         """
     }
 

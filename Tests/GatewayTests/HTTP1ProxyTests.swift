@@ -12,7 +12,7 @@ import TestSupport
         max_body_bytes: 11MiB
       """
 
-    func harness(limits: String = "", routes: String = HTTP1ProxyTests.offRoutes, server: String = "") throws -> GatewayHarness {
+    func harness(limits: [String: String] = [:], routes: String = HTTP1ProxyTests.offRoutes, server: String = "") throws -> GatewayHarness {
         try GatewayHarness { GatewayHarness.config(upstream: $0, routes: routes, server: server, limits: limits) }
     }
 
@@ -311,7 +311,7 @@ import TestSupport
     // MARK: timeouts and limits
 
     @Test func incompleteHeadTimesOutWith408() throws {
-        let h = try harness(limits: "    header_timeout: 200ms")
+        let h = try harness(limits: ["header_timeout": "200ms"])
         defer { h.stop() }
         let c = try RawHTTPClient(port: h.port)
         try c.send("GET / HTTP/1.1\r\nHost: a\r\n")
@@ -321,7 +321,7 @@ import TestSupport
     }
 
     @Test func idleKeepAliveConnectionIsClosed() throws {
-        let h = try harness(limits: "    idle_timeout: 200ms")
+        let h = try harness(limits: ["idle_timeout": "200ms"])
         defer { h.stop() }
         let c = try RawHTTPClient(port: h.port)
         try c.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -330,7 +330,7 @@ import TestSupport
     }
 
     @Test func connectionsOverTheLimitGet503() throws {
-        let h = try harness(limits: "    max_connections: 2")
+        let h = try harness(limits: ["max_connections": "2"])
         defer { h.stop() }
         let a = try RawHTTPClient(port: h.port)
         let b = try RawHTTPClient(port: h.port)

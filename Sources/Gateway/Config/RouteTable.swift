@@ -6,7 +6,7 @@ import Foundation
 public func describeRoutes(_ settings: Settings) -> String {
     var lines: [String] = ["listeners:"]
     let server = settings.server
-    var listeners: [[String]] = server.listen.map { ["http", $0.description, "HTTP/1.1, h2c"] }
+    var listeners: [[String]] = server.listen.map { ["http", $0.description, "HTTP/1.1"] }
     if let tls = server.tls {
         listeners += tls.listen.map { ["https", $0.description, "TLS \(tls.minVersion)+, h2 and http/1.1 by ALPN"] }
     }

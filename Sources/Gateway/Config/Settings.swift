@@ -149,6 +149,13 @@ public struct UpstreamSettings: Sendable {
     public var maxIdleConnections: Int = 64
     /// For https upstreams: a PEM bundle instead of the system store.
     public var caFile: String? = nil
+    /// `host[:port]` as a Host header names it (the port only when not the scheme's default).
+    public var authority: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        let defaultPort: UInt16 = scheme == "https" ? 443 : 80
+        return port == defaultPort ? h : "\(h):\(port)"
+    }
+
     public init(name: String, scheme: String, host: String, port: UInt16, basePath: String) {
         self.name = name; self.scheme = scheme; self.host = host; self.port = port; self.basePath = basePath
     }

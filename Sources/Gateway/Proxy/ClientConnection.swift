@@ -25,6 +25,7 @@ final class ClientConnection: EventHandler {
     private var readPaused = false
     private var readPending = false
     private var inputClosed = false
+    private var peerHungUp = false
     private var closeAfterResponse = false
     private var clientVersionMinor = 1
     private(set) var exchange: Exchange?
@@ -46,6 +47,7 @@ final class ClientConnection: EventHandler {
 
     func handleEvent(_ events: UInt32) {
         if phase == .closed { return }
+        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
         if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             if readPaused { readPending = true } else { readFromSocket() }
         }
@@ -64,7 +66,8 @@ final class ClientConnection: EventHandler {
             switch Socket.read(fd, into: inBuf, max: Self.readSize) {
             case .processed(let n):
                 processInput()
-                if n < Self.readSize { return }
+                // Short read = drained, unless the peer closed too: the EOF gets no edge of its own.
+                if n < Self.readSize && !peerHungUp { return }
             case .wouldBlock:
                 return
             case .eof:

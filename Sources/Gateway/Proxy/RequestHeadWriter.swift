@@ -63,11 +63,10 @@ enum RequestHeadWriter {
                 }
             }
         }
-        if let host {
-            out.append(contentsOf: "Host: ".utf8)
-            out.append(contentsOf: host.utf8)
-            out.append(13); out.append(10)
-        }
+        // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none: name the upstream.
+        out.append(contentsOf: "Host: ".utf8)
+        out.append(contentsOf: (host ?? upstream.authority).utf8)
+        out.append(13); out.append(10)
         out.append(contentsOf: "X-Forwarded-For: ".utf8)
         if let xff = clientForwardedFor, !xff.isEmpty {
             out.append(contentsOf: xff)

@@ -31,6 +31,7 @@ final class UpstreamConnection: EventHandler {
     private var keepAlive = true
     private var readPaused = false
     private var readPending = false
+    private var peerHungUp = false
     private var timer: LoopTimer!
     private var deadline: UInt64 = 0
     private var deadlineKind = UpstreamFailure.connectTimeout
@@ -152,6 +153,7 @@ final class UpstreamConnection: EventHandler {
             flushOut()
             if state == .closed { return }
         }
+        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
         if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             if readPaused { readPending = true } else { readResponse() }
         }
@@ -172,7 +174,9 @@ final class UpstreamConnection: EventHandler {
                 }
                 responseBytesSeen = true
                 processResponse()
-                if n < Self.readSize { return }
+                // A short read means drained, unless the peer also closed: then read on to the EOF, which
+                // no further edge would announce.
+                if n < Self.readSize && !peerHungUp { return }
             case .wouldBlock:
                 return
             case .eof:

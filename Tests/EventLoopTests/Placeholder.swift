@@ -1,4 +1,0 @@
-import Testing
-@testable import EventLoop
-
-@Test func placeholderEventLoop() { #expect(Bool(true)) }
