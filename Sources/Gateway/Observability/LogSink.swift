@@ -38,7 +38,7 @@ public final class LogSink: Sendable {
     }
 
     /// Logs an operational event: `{"time":…,"severity":…,"message":…, fields…}`.
-    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
+    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)] = []) {
         guard enabled(level) else { return }
         var line = JSONLine()
         line.begin(time: Date(), severity: level)
@@ -48,14 +48,14 @@ public final class LogSink: Sendable {
         line.bytes.withUnsafeBytes { write($0) }
     }
 
-    public func info(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.info, message, fields) }
-    public func warning(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.warning, message, fields) }
-    public func error(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.error, message, fields) }
-    public func debug(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.debug, message, fields) }
+    public func info(_ message: String, _ fields: [(String, LogValue)] = []) { log(.info, message, fields) }
+    public func warning(_ message: String, _ fields: [(String, LogValue)] = []) { log(.warning, message, fields) }
+    public func error(_ message: String, _ fields: [(String, LogValue)] = []) { log(.error, message, fields) }
+    public func debug(_ message: String, _ fields: [(String, LogValue)] = []) { log(.debug, message, fields) }
 }
 
 /// A value in a log line.
-public enum JSONValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+public enum LogValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
     case string(String)
     case int(Int)
     case double(Double)
@@ -128,7 +128,7 @@ public struct JSONLine {
         bytes.append(contentsOf: raw.utf8)
     }
 
-    public mutating func field(_ k: String, _ v: JSONValue) {
+    public mutating func field(_ k: String, _ v: LogValue) {
         switch v {
         case .string(let s): field(k, s)
         case .int(let i): field(k, i)

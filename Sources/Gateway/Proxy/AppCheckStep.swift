@@ -1,3 +1,6 @@
+import AppCheck
+import EventLoop
+import Foundation
 import HTTPWire
 
 /// The outcome of the App Check step: what to forward and log, and the refusal when there is one.
@@ -14,41 +17,183 @@ struct Rejection {
     var retryAfter: Int? = nil
 }
 
-/// Applies a route's enforcement (SPEC §4.2 step 1 and §6): CORS preflight bypass, header presence,
-/// duplicate and size checks. One per event loop.
+/// Applies a route's App Check policy (SPEC §4.2, §5, §6) for one event loop: CORS preflight bypass, header
+/// checks, the verified-token cache, signature and claim checks against the loop's key-set snapshot, an
+/// unknown-`kid` refetch (the request waits for it), and on replay routes the limited-use check and the
+/// single-use consumption.
+///
+/// The completion runs on the loop thread, synchronously on the fast path.
 final class AppCheckStep {
-    static let maxTokenLength = 4096
+    static let maxTokenLength = AppCheckToken.maxLength
+    /// How long a request waits for the key-set refetch its unknown `kid` triggered.
+    static let unknownKidWait = 5.0
 
-    init() {}
+    unowned let worker: Worker
+    private var cache: TokenCache
+    private var waiters: [(deadline: Double, retry: () -> Void)] = []
+    private var waiterTimer: LoopTimer!
 
-    func evaluate(head: HTTPRequestHead, route: RouteSettings, routeIndex: Int, now: UInt64) -> AppCheckDecision {
-        if route.enforcement == .off { return AppCheckDecision(outcome: .skipped) }
+    init(worker: Worker, cacheCapacity: Int) {
+        self.worker = worker
+        cache = TokenCache(capacity: cacheCapacity)
+        waiterTimer = LoopTimer { [weak self] in self?.expireWaiters() }
+    }
+
+    var cachedTokens: Int { cache.count }
+
+    func evaluate(head: HTTPRequestHead, route: RouteSettings, completion: @escaping (AppCheckDecision) -> Void) {
+        if route.enforcement == .off { return completion(AppCheckDecision(outcome: .skipped)) }
         if route.corsPreflight == .bypass && head.method == "OPTIONS"
             && head.headers.contains(lowercased: "origin")
             && head.headers.contains(lowercased: "access-control-request-method") {
-            return AppCheckDecision(outcome: .skipped)
+            return completion(AppCheckDecision(outcome: .skipped))
         }
         let indices = head.headers.indices(forLowercased: "x-firebase-appcheck")
-        let failure: String
-        if indices.isEmpty {
-            failure = "missing"
-        } else if indices.count > 1 {
-            failure = "duplicate_header"
-        } else {
-            let length = head.headers.withValueBytes(at: indices[0]) { $0.count }
-            if length == 0 { failure = "missing" } else if length > Self.maxTokenLength { failure = "too_large" } else {
-                failure = "unsupported_verifier"
-            }
-        }
-        return decide(route: route, reason: failure)
+        if indices.isEmpty { return completion(missing(head: head, route: route)) }
+        if indices.count > 1 { return completion(refuse(route, .duplicateHeader, fingerprint: nil)) }
+        let token = head.headers.withValueBytes(at: indices[0]) { Array($0) }
+        if token.isEmpty { return completion(missing(head: head, route: route)) }
+        if token.count > Self.maxTokenLength { return completion(refuse(route, .tooLarge, fingerprint: nil)) }
+        let digest = AppCheckVerifier.tokenHash(token)
+        let fingerprint = String(SHA256Digest.hex(digest).prefix(16))
+        verify(token: token, digest: digest, fingerprint: fingerprint, route: route, mayWait: true, completion: completion)
     }
 
-    private func decide(route: RouteSettings, reason: String) -> AppCheckDecision {
-        let missing = reason == "missing"
-        let outcome = AppCheckOutcome(status: missing ? "missing" : "invalid",
-                                      outcome: missing ? "unknown_origin" : "invalid", reason: reason)
+    private func verify(token: [UInt8], digest: [UInt8], fingerprint: String, route: RouteSettings, mayWait: Bool,
+                        completion: @escaping (AppCheckDecision) -> Void) {
+        let runtime = worker.runtime
+        let now = Date().timeIntervalSince1970
+        guard let snapshot = worker.keys, snapshot.usable(at: now) else {
+            var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
+            outcome.tokenSHA256 = fingerprint
+            if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
+            return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
+                status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
+        }
+        let policy = runtime.policy
+        let key = TokenCache.Key(digest)
+        let claims: TokenClaims
+        if let hit = cache.get(key, now: now), snapshot.set.key(for: hit.kid) != nil {
+            worker.counters.tokenCacheHits += 1
+            claims = hit.claims
+        } else {
+            worker.counters.tokenCacheMisses += 1
+            let parsed: ParsedToken
+            switch AppCheckToken.parse(token) {
+            case .success(let p): parsed = p
+            case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
+            }
+            if let reason = AppCheckVerifier.verifySignature(parsed, keys: snapshot.set) {
+                if reason == .unknownKid, mayWait, worker.keyProvider?.unknownKid(parsed.kid) == true {
+                    park(until: now + Self.unknownKidWait) { [weak self] in
+                        self?.verify(token: token, digest: digest, fingerprint: fingerprint, route: route,
+                                     mayWait: false, completion: completion)
+                    }
+                    return
+                }
+                return completion(refuse(route, reason, fingerprint: fingerprint))
+            }
+            claims = parsed.claims
+            if let exp = claims.payload.member("exp")?.numberValue {
+                cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, until: exp + policy.clockSkew), now: now)
+            }
+        }
+        let verified: VerifiedClaims
+        switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
+        case .success(let v): verified = v
+        case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
+        }
+        var outcome = AppCheckOutcome(status: "verified", outcome: "verified")
+        outcome.appId = verified.appId
+        outcome.tokenSHA256 = fingerprint
+        guard route.replayProtection else { return completion(AppCheckDecision(outcome: outcome)) }
+        if let reason = AppCheckVerifier.checkLimitedUse(verified, policy: policy) {
+            return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
+        }
+        guard let replay = worker.replayClient else {
+            return completion(storeUnavailable(outcome))
+        }
+        replay.consume(key: verified.replayKey, expiresAt: verified.expiresAt + policy.clockSkew) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .consumed:
+                completion(AppCheckDecision(outcome: outcome))
+            case .reused:
+                completion(self.refuse(route, .reused, fingerprint: fingerprint, appId: verified.appId))
+            case .unavailable:
+                completion(self.storeUnavailable(outcome))
+            }
+        }
+    }
+
+    private func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {
+        var outcome = verified
+        outcome.status = "invalid"
+        outcome.outcome = "invalid"
+        outcome.reason = "replay_store_unavailable"
+        return AppCheckDecision(outcome: outcome, rejection: Rejection(
+            status: 503, code: "replay_store_unavailable", reason: "replay_store_unavailable", retryAfter: 1))
+    }
+
+    /// No token: Firebase's "outdated client" when the request matches `app_check.outdated_client`, else
+    /// "unknown origin".
+    private func missing(head: HTTPRequestHead, route: RouteSettings) -> AppCheckDecision {
+        var outcome = AppCheckOutcome(status: "missing", outcome: "unknown_origin", reason: AppCheckReason.missing.rawValue)
+        if let matcher = worker.runtime.outdatedClient, matcher.matches(head.headers) {
+            outcome.outcome = "outdated_client"
+        }
         if route.enforcement == .monitor { return AppCheckDecision(outcome: outcome) }
-        let code = missing ? "app_check_token_missing" : "app_check_token_invalid"
-        return AppCheckDecision(outcome: outcome, rejection: Rejection(status: 401, code: code, reason: reason))
+        return AppCheckDecision(outcome: outcome, rejection: Rejection(
+            status: 401, code: "app_check_token_missing", reason: AppCheckReason.missing.rawValue))
+    }
+
+    private func refuse(_ route: RouteSettings, _ reason: AppCheckReason, fingerprint: String?,
+                        appId: String? = nil) -> AppCheckDecision {
+        let reused = reason == .reused
+        var outcome = AppCheckOutcome(status: reused ? "reused" : "invalid", outcome: reused ? "reused" : "invalid",
+                                      reason: reason.rawValue)
+        outcome.tokenSHA256 = fingerprint
+        outcome.appId = appId
+        if route.enforcement == .monitor { return AppCheckDecision(outcome: outcome) }
+        return AppCheckDecision(outcome: outcome, rejection: Rejection(
+            status: 401, code: reused ? "app_check_token_reused" : "app_check_token_invalid", reason: reason.rawValue))
+    }
+
+    // MARK: waiting for a key-set refetch
+
+    private func park(until deadline: Double, retry: @escaping () -> Void) {
+        waiters.append((deadline, retry))
+        let ns = worker.loop.now + .nanoseconds(Self.unknownKidWait)
+        if !waiterTimer.isArmed { worker.loop.schedule(waiterTimer, at: ns) }
+    }
+
+    /// A new key-set snapshot arrived on this loop: the waiting requests verify again (no second wait).
+    func keysChanged() {
+        let pending = waiters
+        waiters.removeAll()
+        worker.loop.cancel(waiterTimer)
+        for w in pending { w.retry() }
+    }
+
+    private func expireWaiters() {
+        let now = Date().timeIntervalSince1970
+        let due = waiters.filter { $0.deadline <= now }
+        waiters.removeAll { $0.deadline <= now }
+        for w in due { w.retry() }
+        if let next = waiters.map(\.deadline).min() {
+            worker.loop.schedule(waiterTimer, at: worker.loop.now + .nanoseconds(max(0.01, next - now)))
+        }
+    }
+}
+
+/// `app_check.outdated_client`: a header and a compiled regular expression.
+struct OutdatedClientMatcher: @unchecked Sendable {
+    let headerLowercased: String
+    /// NSRegularExpression is immutable after creation and documented as safe to use from several threads.
+    let regex: NSRegularExpression
+
+    func matches(_ headers: HTTPHeaders) -> Bool {
+        guard let value = headers.firstValue(forLowercased: headerLowercased) else { return false }
+        return regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
     }
 }

@@ -13,7 +13,9 @@ final class ClientConnection: EventHandler {
     static let lowWater = 64 * 1024
     static let readSize = 16 * 1024
 
-    enum Phase { case head, body, waiting, closed }
+    /// `admitting`: the head is read and the App Check step is deciding (possibly waiting for a key-set
+    /// refetch or the replay store); body bytes stay buffered until it is done.
+    enum Phase { case head, admitting, body, waiting, closed }
 
     let fd: Int32
     unowned let worker: Worker
@@ -26,6 +28,7 @@ final class ClientConnection: EventHandler {
     private var readPending = false
     private var inputClosed = false
     private var peerHungUp = false
+    private var processing = false
     private var closeAfterResponse = false
     private var clientVersionMinor = 1
     private(set) var exchange: Exchange?
@@ -61,6 +64,7 @@ final class ClientConnection: EventHandler {
     }
 
     private func readFromSocket() {
+        if processing { readPending = true; return }
         readPending = false
         while phase != .closed && !readPaused && !inputClosed {
             switch Socket.read(fd, into: inBuf, max: Self.readSize) {
@@ -102,6 +106,8 @@ final class ClientConnection: EventHandler {
         case .waiting:
             // Half-close after a complete request (RFC 9112 §9.6): still answer it, then close.
             closeAfterResponse = true
+        case .admitting:
+            if exchange?.requestDone == true { closeAfterResponse = true } else { abort() }
         case .closed:
             break
         }
@@ -111,6 +117,17 @@ final class ClientConnection: EventHandler {
 
     /// Parses and dispatches what is buffered, as far as the current phase allows.
     func processInput() {
+        // Re-entrant calls (a synchronous answer finishing an exchange inside this loop) return at once: the
+        // outer loop sees the new phase and carries on, so pipelined requests never nest on the stack.
+        if processing { return }
+        processing = true
+        processBuffered()
+        processing = false
+        // A read asked for while we were busy (reading resumed inside the loop) happens now.
+        if readPending && !readPaused && phase != .closed { readFromSocket() }
+    }
+
+    private func processBuffered() {
         while phase != .closed {
             switch phase {
             case .head:
@@ -133,8 +150,8 @@ final class ClientConnection: EventHandler {
                 }
             case .body:
                 if !forwardBody() { return }
-            case .waiting:
-                // Pipelined bytes wait; stop reading once more than a head's worth is buffered.
+            case .waiting, .admitting:
+                // Pipelined (or body) bytes wait; stop reading once more than a head's worth is buffered.
                 if inBuf.readableCount > worker.runtime.parserLimits.maxHeadBytes { pauseReading() }
                 return
             case .closed:
@@ -200,14 +217,40 @@ final class ClientConnection: EventHandler {
             ex.requestBody = .chunked(ChunkedDecoder(limits: runtime.parserLimits))
         }
 
-        let decision = worker.appCheck.evaluate(head: head, route: route, routeIndex: routeIndex, now: now)
+        phase = .admitting
+        worker.appCheck.evaluate(head: head, route: route) { [weak self] decision in
+            guard let self, self.phase == .admitting, self.exchange === ex else { return }
+            self.admitted(decision, head: head, target: target, route: route, exchange: ex)
+        }
+    }
+
+    private func admitted(_ decision: AppCheckDecision, head: HTTPRequestHead, target: RequestTarget, route: RouteSettings,
+                          exchange ex: Exchange) {
         ex.appCheck = decision.outcome
         if let rejection = decision.rejection {
             respondError(ex, status: rejection.status, code: rejection.code, reason: rejection.reason,
                          close: !ex.requestDone, retryAfter: rejection.retryAfter)
             return
         }
+        // A chunked body already buffered is checked before the upstream sees anything, so a malformed or
+        // oversized first chunk is refused without a word to the upstream.
+        if case .chunked(let decoder) = ex.requestBody, !inBuf.isEmpty {
+            var dry = decoder
+            var size = Int64(0)
+            let result = dry.decode(inBuf.readable) { size += Int64($0.count) }
+            var failure: HTTPParseError?
+            if case .failure(let e) = result { failure = e }
+            if size > ex.maxBodyBytes { failure = .bodyTooLarge }
+            if let e = failure {
+                respondError(ex, status: e.status, code: e.status == 413 ? "body_too_large" : "bad_request",
+                             reason: e.reason, close: true)
+                return
+            }
+        }
         forward(head: head, target: target, route: route, exchange: ex)
+        // Admission may have finished later than the head arrived: continue with what waited meanwhile.
+        if phase == .closed { return }
+        if readPaused { resumeReading() } else { processInput() }
     }
 
     private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {

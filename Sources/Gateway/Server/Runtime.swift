@@ -1,4 +1,6 @@
+import AppCheck
 import EventLoop
+import Foundation
 import HTTPWire
 
 /// One configuration generation, ready to serve: immutable and shared read-only by every loop. A reload
@@ -12,11 +14,23 @@ final class Runtime: Sendable {
     /// Upstream responses may carry larger heads than we accept from clients.
     let upstreamParserLimits: HTTPParserLimits
     let generation: Int
+    /// The App Check rules of SPEC §4.2 from `app_check` and `replay.limited_use_max_ttl`.
+    let policy: AppCheckPolicy
+    let outdatedClient: OutdatedClientMatcher?
 
     init(settings: Settings, generation: Int) throws {
         self.settings = settings
         self.generation = generation
         router = Router(routes: settings.routes)
+        let ac = settings.appCheck
+        policy = AppCheckPolicy(projectNumber: ac.projectNumber, projectId: ac.projectId, appIds: Set(ac.appIds),
+                                clockSkew: ac.clockSkew, limitedUseMaxTTL: settings.replay.limitedUseMaxTTL)
+        if let oc = ac.outdatedClient {
+            outdatedClient = OutdatedClientMatcher(headerLowercased: oc.header.lowercased(),
+                                                   regex: try NSRegularExpression(pattern: oc.pattern))
+        } else {
+            outdatedClient = nil
+        }
         var resolved: [[SocketAddress]] = []
         for u in settings.upstreams {
             resolved.append(try SocketAddress.resolve(host: u.host, port: u.port))

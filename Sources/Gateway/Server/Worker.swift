@@ -15,7 +15,12 @@ final class Worker: @unchecked Sendable {
     private var pools: [UpstreamPool] = []
     private var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var listeners: [Listener] = []
-    let appCheck = AppCheckStep()
+    private(set) var appCheck: AppCheckStep!
+    /// This loop's view of the key set; replaced through `setKeys`.
+    private(set) var keys: LoopKeys?
+    var keyProvider: KeyRefetching?
+    var replayClient: ReplayClient?
+    var counters = WorkerCounters()
     private(set) var draining = false
     private var logBuffer = IOBuffer(capacity: 16 * 1024)
     private var random: RequestIdGenerator
@@ -28,6 +33,7 @@ final class Worker: @unchecked Sendable {
         self.logSink = logSink
         random = RequestIdGenerator()
         pools = makePools(runtime)
+        appCheck = AppCheckStep(worker: self, cacheCapacity: runtime.settings.appCheck.tokenCacheSize / max(1, runtime.settings.server.threads))
         loop.afterBatch.append { [unowned self] in self.flushLog() }
     }
 
@@ -38,6 +44,12 @@ final class Worker: @unchecked Sendable {
     }
 
     func pool(for index: Int) -> UpstreamPool { pools[index] }
+
+    /// A new key set for this loop; requests waiting on an unknown `kid` verify again.
+    func setKeys(_ keys: LoopKeys) {
+        self.keys = keys
+        appCheck.keysChanged()
+    }
 
     var connectionCount: Int { clients.count }
 
@@ -211,6 +223,12 @@ final class Worker: @unchecked Sendable {
         logBuffer.clear()
         logBuffer.shrinkIfIdle(to: 16 * 1024)
     }
+}
+
+/// Counters of one loop, read by the metrics scrape on that loop's thread.
+struct WorkerCounters {
+    var tokenCacheHits = 0
+    var tokenCacheMisses = 0
 }
 
 /// Server-wide counters shared by all loops (touched on accept and close only, never per request).
