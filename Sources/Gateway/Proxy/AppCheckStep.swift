@@ -74,10 +74,10 @@ final class AppCheckStep {
         let key = TokenCache.Key(digest)
         let claims: TokenClaims
         if let hit = cache.get(key, now: now), snapshot.set.key(for: hit.kid) != nil {
-            worker.counters.tokenCacheHits += 1
+            worker.metrics.tokenCacheHits += 1
             claims = hit.claims
         } else {
-            worker.counters.tokenCacheMisses += 1
+            worker.metrics.tokenCacheMisses += 1
             let parsed: ParsedToken
             switch AppCheckToken.parse(token) {
             case .success(let p): parsed = p

@@ -198,6 +198,7 @@ final class ClientConnection: EventHandler {
         let route = runtime.settings.routes[routeIndex]
         let ex = Exchange(method: head.method, path: target.path, requestId: requestId, start: now,
                           routeIndex: routeIndex, routeName: route.name, maxBodyBytes: route.maxBodyBytes)
+        ex.mode = route.enforcement.rawValue
         exchange = ex
         cancelTimer()
 
@@ -227,6 +228,7 @@ final class ClientConnection: EventHandler {
     private func admitted(_ decision: AppCheckDecision, head: HTTPRequestHead, target: RequestTarget, route: RouteSettings,
                           exchange ex: Exchange) {
         ex.appCheck = decision.outcome
+        ex.appCheckRan = true
         if let rejection = decision.rejection {
             respondError(ex, status: rejection.status, code: rejection.code, reason: rejection.reason,
                          close: !ex.requestDone, retryAfter: rejection.retryAfter)
@@ -453,7 +455,7 @@ final class ClientConnection: EventHandler {
     }
 
     private func logExchange(_ ex: Exchange) {
-        worker.accessLog(ex, status: ex.status)
+        worker.record(ex)
     }
 
     /// An answer of the gateway's own for the current exchange.

@@ -13,6 +13,10 @@ final class Exchange {
     let routeName: String
     /// `X-AppCheck-Status` value and the log fields of the App Check step.
     var appCheck = AppCheckOutcome.skipped
+    /// False when the request was answered before the App Check step ran (no outcome is counted then).
+    var appCheckRan = false
+    /// The route's enforcement when the request arrived (`enforce`, `monitor`, `off`).
+    var mode = "off"
     var status = 0
     var upstreamStart: UInt64 = 0
     var upstreamEnd: UInt64 = 0

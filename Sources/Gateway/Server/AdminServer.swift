@@ -6,8 +6,8 @@ import HTTPWire
 protocol AdminState: AnyObject, Sendable {
     /// nil when ready, else the list of what is missing (for `/readyz`).
     func readinessProblems() -> [String]
-    /// Prometheus text exposition (0.0.4).
-    func metricsText() -> String
+    /// Prometheus text exposition (0.0.4), delivered on any thread.
+    func metricsText(_ completion: @escaping @Sendable (String) -> Void)
 }
 
 /// The admin listener (SPEC §7): `/healthz`, `/readyz`, `/metrics`. It runs on the first loop; one request
@@ -45,7 +45,9 @@ final class AdminConnection: EventHandler {
     private let inBuf = IOBuffer(capacity: 1024)
     private let outBuf = IOBuffer(capacity: 1024)
     private var parser = HTTPRequestHeadParser(limits: HTTPParserLimits(maxHeadBytes: 8192, maxHeaders: 64))
+    /// A complete request was read (the answer may still be in the making, e.g. a metrics scrape).
     private var answered = false
+    private var responseQueued = false
     private var closed = false
     private var timer: LoopTimer!
 
@@ -73,7 +75,9 @@ final class AdminConnection: EventHandler {
                 switch parser.parse(inBuf.readable) {
                 case .needMore: continue
                 case .failure(let e): respond(status: e.status, type: "application/json", body: "{\"error\":\"bad_request\"}", headOnly: false)
-                case .complete(let head, _): route(head)
+                case .complete(let head, _):
+                    answered = true
+                    route(head)
                 }
             case .wouldBlock: return
             case .eof, .error: close(); return
@@ -101,15 +105,23 @@ final class AdminConnection: EventHandler {
                         headOnly: headOnly)
             }
         case "/metrics":
-            respond(status: 200, type: "text/plain; version=0.0.4; charset=utf-8", body: listener.state.metricsText(),
-                    headOnly: headOnly)
+            let loop = listener.loop
+            let conn = Unchecked(self)
+            listener.state.metricsText { text in
+                loop.execute {
+                    conn.value.respond(status: 200, type: "text/plain; version=0.0.4; charset=utf-8", body: text,
+                                       headOnly: headOnly)
+                }
+            }
         default:
             respond(status: 404, type: "application/json", body: "{\"error\":\"not_found\"}", headOnly: headOnly)
         }
     }
 
     private func respond(status: Int, type: String, body: String, headOnly: Bool) {
+        guard !closed else { return }
         answered = true
+        responseQueued = true
         outBuf.append(ResponseHeadWriter.statusLine(status))
         outBuf.append(status == 200 ? "OK" : ErrorResponse.reasonPhrase(status))
         outBuf.append("\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n")
@@ -119,7 +131,7 @@ final class AdminConnection: EventHandler {
 
     private func flush() {
         switch Socket.write(fd, from: outBuf) {
-        case .processed, .wouldBlock: if answered && outBuf.isEmpty { close() }
+        case .processed, .wouldBlock: if responseQueued && outBuf.isEmpty { close() }
         case .eof, .error: close()
         }
     }
@@ -131,4 +143,10 @@ final class AdminConnection: EventHandler {
         listener.loop.deregister(fd)
         Socket.close(fd)
     }
+}
+
+/// Carries a loop-confined object to its own loop through a `@Sendable` closure.
+struct Unchecked<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

@@ -120,6 +120,25 @@ public final class GatewayServer: @unchecked Sendable {
         logSink.info("stopped", [("dropped_connections", .int(left))])
     }
 
+    /// Readiness checks beyond draining (key set loaded, replay store answering): each returns a problem or nil.
+    private let readinessChecks = Mutex<[@Sendable () -> String?]>([])
+    let metricsCollector = MetricsCollector()
+
+    func addReadinessCheck(_ check: @escaping @Sendable () -> String?) { readinessChecks.withLock { $0.append(check) } }
+
+    /// What keeps `/readyz` from answering 200 (empty when ready).
+    public func readinessProblems() -> [String] {
+        var problems: [String] = []
+        if isDraining { problems.append("draining") }
+        for check in readinessChecks.withLock({ $0 }) { if let p = check() { problems.append(p) } }
+        return problems
+    }
+
+    /// The Prometheus text of all loops' counters plus the extra sources, delivered on a loop thread.
+    public func collectMetrics(_ completion: @escaping @Sendable (String) -> Void) {
+        metricsCollector.collect(workers: workers, openConnections: openConnections, completion: completion)
+    }
+
     /// Client connections open across all loops.
     public var openConnections: Int { shared.openConnections.load(ordering: .relaxed) }
 
@@ -159,16 +178,9 @@ final class AdminStatus: AdminState, @unchecked Sendable {
 
     init(server: GatewayServer) { self.server = server }
 
-    func readinessProblems() -> [String] {
-        var problems: [String] = []
-        if server.isDraining { problems.append("draining") }
-        return problems
-    }
+    func readinessProblems() -> [String] { server.readinessProblems() }
 
-    func metricsText() -> String {
-        var out = ""
-        out += "# HELP gateway_connections Client connections by state.\n# TYPE gateway_connections gauge\n"
-        out += "gateway_connections{state=\"open\"} \(server.openConnections)\n"
-        return out
+    func metricsText(_ completion: @escaping @Sendable (String) -> Void) {
+        server.collectMetrics(completion)
     }
 }

@@ -20,7 +20,7 @@ final class Worker: @unchecked Sendable {
     private(set) var keys: LoopKeys?
     var keyProvider: KeyRefetching?
     var replayClient: ReplayClient?
-    var counters = WorkerCounters()
+    var metrics = LoopMetrics()
     private(set) var draining = false
     private var logBuffer = IOBuffer(capacity: 16 * 1024)
     private var random: RequestIdGenerator
@@ -164,7 +164,45 @@ final class Worker: @unchecked Sendable {
 
     // MARK: logs and counters
 
+    /// A copy of this loop's counters, with the connection gauges filled in (called on the loop thread).
+    func snapshotMetrics() -> LoopMetrics {
+        var m = metrics
+        for c in clients.values { if c.exchange != nil { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
+        return m
+    }
+
+    /// Counts and logs one finished request.
+    func record(_ ex: Exchange) {
+        let status = ex.status
+        let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
+        if ex.routeIndex >= 0 {
+            // In place through the dictionary's modify accessor: no copy of the counters per request.
+            Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
+                       seconds: seconds)
+        } else {
+            metrics.unroutedStatuses[status, default: 0] += 1
+        }
+        accessLog(ex, status: status)
+    }
+
+    private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int, seconds: Double) {
+        r.mode = ex.mode
+        if ex.appCheckRan, let i = LoopMetrics.outcomes.firstIndex(of: ex.appCheck.outcome) {
+            r.outcomes[i] += 1
+            if ex.appCheck.outcome != "verified" && ex.appCheck.outcome != "skipped", let reason = ex.appCheck.reason {
+                r.rejections[reason, default: 0] += 1
+            }
+        }
+        r.statuses[status, default: 0] += 1
+        var b = 0
+        while b < LoopMetrics.durationBuckets.count && seconds > LoopMetrics.durationBuckets[b] { b += 1 }
+        if b < r.buckets.count { r.buckets[b] += 1 }
+        r.durationSum += seconds
+        r.durationCount += 1
+    }
+
     func countUpstreamError(_ ex: Exchange, _ kind: UpstreamFailure) {
+        metrics.upstreamErrors[.init(upstream: ex.pool?.settings.name ?? "", kind: kind.rawValue), default: 0] += 1
         if logSink.enabled(.warning) {
             var line = JSONLine()
             line.begin(time: Date(), severity: .warning)
@@ -179,7 +217,7 @@ final class Worker: @unchecked Sendable {
     }
 
     /// One access-log line per request (SPEC §7). Never the query, the token, cookies or credentials.
-    func accessLog(_ ex: Exchange, status: Int) {
+    private func accessLog(_ ex: Exchange, status: Int) {
         guard logSink.enabled(.info) else { return }
         let now = loop.refreshNow()
         var line = JSONLine()
@@ -200,7 +238,7 @@ final class Worker: @unchecked Sendable {
             line.field("upstream_ms", raw: "null")
         }
         let ac = ex.appCheck
-        line.field("outcome", ex.routeIndex < 0 ? nil : ac.outcome)
+        line.field("outcome", ex.appCheckRan ? ac.outcome : nil)
         line.field("reason", ac.reason)
         line.field("app_id", ac.appId)
         let app: String
@@ -223,12 +261,6 @@ final class Worker: @unchecked Sendable {
         logBuffer.clear()
         logBuffer.shrinkIfIdle(to: 16 * 1024)
     }
-}
-
-/// Counters of one loop, read by the metrics scrape on that loop's thread.
-struct WorkerCounters {
-    var tokenCacheHits = 0
-    var tokenCacheMisses = 0
 }
 
 /// Server-wide counters shared by all loops (touched on accept and close only, never per request).

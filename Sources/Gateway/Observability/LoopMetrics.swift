@@ -1,0 +1,97 @@
+/// The counters of one event loop. Plain integers touched only on that loop's thread; a scrape visits
+/// every loop (`EventLoop.execute`) to copy them and sums the copies, so counting takes no lock and no
+/// atomic on the request path.
+struct LoopMetrics: Sendable {
+    /// Firebase's request categories (SPEC §7) plus `skipped`.
+    static let outcomes = ["verified", "outdated_client", "unknown_origin", "invalid", "reused", "skipped"]
+    /// Upper bounds (seconds) of `gateway_request_duration_seconds`.
+    static let durationBuckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    struct Route: Sendable {
+        var mode: String
+        var outcomes = [Int](repeating: 0, count: LoopMetrics.outcomes.count)
+        var rejections: [String: Int] = [:]
+        var statuses: [Int: Int] = [:]
+        var buckets = [Int](repeating: 0, count: LoopMetrics.durationBuckets.count)
+        var durationSum = 0.0
+        var durationCount = 0
+    }
+
+    /// By route name (names survive reloads; a route's mode is its latest).
+    var routes: [String: Route] = [:]
+    /// `gateway_requests_total` of requests with no route (`route=""`).
+    var unroutedStatuses: [Int: Int] = [:]
+    var tokenCacheHits = 0
+    var tokenCacheMisses = 0
+    var upstreamErrors: [UpstreamErrorKey: Int] = [:]
+    var connectionsActive = 0
+    var connectionsIdle = 0
+
+    struct UpstreamErrorKey: Hashable, Sendable {
+        var upstream: String
+        var kind: String
+    }
+
+    mutating func add(_ other: LoopMetrics) {
+        for (name, r) in other.routes {
+            var mine = routes[name] ?? Route(mode: r.mode)
+            mine.mode = r.mode
+            for i in 0..<mine.outcomes.count { mine.outcomes[i] += r.outcomes[i] }
+            for (k, v) in r.rejections { mine.rejections[k, default: 0] += v }
+            for (k, v) in r.statuses { mine.statuses[k, default: 0] += v }
+            for i in 0..<mine.buckets.count { mine.buckets[i] += r.buckets[i] }
+            mine.durationSum += r.durationSum
+            mine.durationCount += r.durationCount
+            routes[name] = mine
+        }
+        for (k, v) in other.unroutedStatuses { unroutedStatuses[k, default: 0] += v }
+        tokenCacheHits += other.tokenCacheHits
+        tokenCacheMisses += other.tokenCacheMisses
+        for (k, v) in other.upstreamErrors { upstreamErrors[k, default: 0] += v }
+        connectionsActive += other.connectionsActive
+        connectionsIdle += other.connectionsIdle
+    }
+}
+
+/// Renders Prometheus text exposition format 0.0.4. Hand-written rather than swift-prometheus: the
+/// counters live per loop as plain integers (summed on scrape), which a registry of shared atomic metrics
+/// would not allow without putting atomics on the request path.
+struct MetricsText {
+    private(set) var text = ""
+
+    mutating func family(_ name: String, _ type: String, _ help: String) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
+        text += name
+        if !labels.isEmpty {
+            text += "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
+        }
+        text += " " + Self.format(value) + "\n"
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Int) {
+        sample(name, labels, Double(value))
+    }
+
+    static func escape(_ s: String) -> String {
+        var out = ""
+        for c in s {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+
+    static func format(_ v: Double) -> String {
+        if v.isInfinite { return v > 0 ? "+Inf" : "-Inf" }
+        if v.isNaN { return "NaN" }
+        if v == v.rounded() && abs(v) < 1e15 { return String(Int(v)) }
+        return String(v)
+    }
+}
