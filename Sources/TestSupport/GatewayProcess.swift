@@ -1,0 +1,77 @@
+import Foundation
+import Glibc
+
+/// The built `appcheck-gateway` binary run as a child process (for signals, exit codes and CLI tests).
+/// Its stdout (JSON log lines) is collected; `start` returns once the "listening" line names the ports.
+public final class GatewayProcess: @unchecked Sendable {
+    public let process = Process()
+    private let lock = NSLock()
+    private var output = Data()
+    public private(set) var port: UInt16 = 0
+    public private(set) var adminPort: UInt16 = 0
+
+    public init(arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: Run.gatewayBinary)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            guard let self, !d.isEmpty else { return }
+            self.lock.lock(); self.output.append(d); self.lock.unlock()
+        }
+        try process.run()
+    }
+
+    /// Starts `serve --config path` and waits (at most `timeout`) for its listening line.
+    public static func serve(config: String, timeout: Double = 10) throws -> GatewayProcess {
+        let p = try GatewayProcess(arguments: ["serve", "--config", config])
+        let line = try p.waitForLine(containing: "\"message\":\"listening\"", timeout: timeout)
+        guard let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+              let listen = (obj["listen"] as? [String])?.first, let port = UInt16(listen.split(separator: ":").last ?? "") else {
+            throw HarnessError("unexpected listening line: \(line)")
+        }
+        p.port = port
+        if let admin = obj["admin"] as? String, let ap = UInt16(admin.split(separator: ":").last ?? "") { p.adminPort = ap }
+        return p
+    }
+
+    public var lines: [String] {
+        lock.lock(); defer { lock.unlock() }
+        return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    /// Waits for a line containing `text` that was printed after `skip` lines; returns it.
+    @discardableResult
+    public func waitForLine(containing text: String, after skip: Int = 0, timeout: Double = 10) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let l = lines.dropFirst(skip).first(where: { $0.contains(text) }) { return l }
+            if !process.isRunning, lines.dropFirst(skip).first(where: { $0.contains(text) }) == nil {
+                throw HarnessError("gateway exited (\(process.terminationStatus)) without printing \(text): \(lines.suffix(5))")
+            }
+            usleep(10_000)
+        }
+        throw HarnessError("timed out waiting for \(text); output: \(lines.suffix(5))")
+    }
+
+    public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits for the process to end; its exit status, or nil on timeout (then it is killed).
+    public func waitForExit(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+}
