@@ -8,7 +8,7 @@ import HTTPWire
 ///
 /// Backpressure: reading from the client stops while the upstream's send buffer is above
 /// `highWater`, and reading from the upstream stops while this connection's send buffer is.
-final class ClientConnection: EventHandler {
+final class ClientConnection: EventHandler, UpstreamOwner {
     static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
     static let readSize = 16 * 1024
@@ -20,6 +20,8 @@ final class ClientConnection: EventHandler {
     let fd: Int32
     unowned let worker: Worker
     let peer: SocketAddress
+    /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
+    private(set) lazy var peerIP: String = peer.ipString
     let inBuf = IOBuffer(capacity: 2048)
     let outBuf = IOBuffer(capacity: 2048)
     private var parser: HTTPRequestHeadParser
@@ -260,7 +262,7 @@ final class ClientConnection: EventHandler {
         ex.pool = pool
         let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peer: peer, trusted: worker.runtime.isTrusted(peer), scheme: "http")
+            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: "http")
         if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
         ex.upstreamStart = worker.loop.now
         phase = ex.requestDone ? .waiting : .body

@@ -7,7 +7,7 @@ import HTTPWire
 /// re-stated (`Content-Length` as received, or `Transfer-Encoding: chunked`).
 enum RequestHeadWriter {
     static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
-                      exchange ex: Exchange, peer: SocketAddress, trusted: Bool, scheme: String) -> [UInt8] {
+                      exchange ex: Exchange, peerIP: String, trusted: Bool, scheme: String) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(head.headers.bytes.count + 256)
         out.append(contentsOf: head.method.utf8)
@@ -72,7 +72,7 @@ enum RequestHeadWriter {
             out.append(contentsOf: xff)
             out.append(contentsOf: ", ".utf8)
         }
-        out.append(contentsOf: peer.ipString.utf8)
+        out.append(contentsOf: peerIP.utf8)
         out.append(contentsOf: "\r\nX-Forwarded-Proto: ".utf8)
         out.append(contentsOf: clientProto ?? Array(scheme.utf8))
         if let h = clientHost ?? host.map({ Array($0.utf8) }) {

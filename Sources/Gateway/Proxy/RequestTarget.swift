@@ -46,6 +46,7 @@ struct RequestTarget: Equatable {
 
     /// Normalises an origin-form path; nil when it must be refused.
     static func normalize(_ raw: Substring) -> String? {
+        if isAlreadyNormal(raw) { return String(raw) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(raw.utf8.count)
         var it = raw.utf8.makeIterator()
@@ -88,6 +89,27 @@ struct RequestTarget: Equatable {
         }
         if trailingSlash && !out.isEmpty { result.append(UInt8(ascii: "/")) }
         return String(decoding: result, as: UTF8.self)
+    }
+
+    /// The common case, checked without allocating: no `%`, no `\`, no empty, `.` or `..` segment.
+    private static func isAlreadyNormal(_ raw: Substring) -> Bool {
+        var previous: UInt8 = 0
+        var dots = 0
+        for b in raw.utf8 {
+            switch b {
+            case UInt8(ascii: "%"), UInt8(ascii: "\\"): return false
+            case UInt8(ascii: "/"):
+                if previous == UInt8(ascii: "/") || dots > 0 { return false }
+            case UInt8(ascii: "."):
+                if previous == UInt8(ascii: "/") || dots > 0 { dots += 1 } else { dots = 0 }
+                previous = b
+                continue
+            default: break
+            }
+            if b != UInt8(ascii: ".") { dots = 0 }
+            previous = b
+        }
+        return dots == 0 && raw.utf8.first == UInt8(ascii: "/")
     }
 
     /// True when the query has a parameter named `X-Firebase-AppCheck` (any case, percent-decoded).

@@ -23,7 +23,7 @@ final class UpstreamConnection: EventHandler {
     private var parser: HTTPResponseHeadParser
     private var decoder: ChunkedDecoder
     private var phase = ResponsePhase.done
-    private var client: ClientConnection?
+    private var client: UpstreamOwner?
     private var method = "GET"
     private var reused = false
     private var responseBytesSeen = false
@@ -49,7 +49,7 @@ final class UpstreamConnection: EventHandler {
     /// True when an idle connection can take a new request.
     var isUsable: Bool { state == .idle && inBuf.isEmpty }
 
-    func attach(_ client: ClientConnection, method: String, reused: Bool) {
+    func attach(_ client: UpstreamOwner, method: String, reused: Bool) {
         self.client = client
         self.method = method
         self.reused = reused

@@ -21,7 +21,7 @@ final class UpstreamPool {
     var idleCount: Int { idle.count }
 
     /// A connection for one exchange: an idle one if any, else a new non-blocking connect.
-    func acquire(for client: ClientConnection, method: String) -> Result<UpstreamConnection, UpstreamFailure> {
+    func acquire(for client: UpstreamOwner, method: String) -> Result<UpstreamConnection, UpstreamFailure> {
         while let conn = idle.popLast() {
             if conn.isUsable {
                 conn.attach(client, method: method, reused: true)

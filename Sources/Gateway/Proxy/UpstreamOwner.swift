@@ -1,0 +1,16 @@
+import HTTPWire
+
+/// Whoever an upstream exchange answers to: an HTTP/1.1 client connection, or one HTTP/2 stream.
+/// Called on the loop thread by `UpstreamConnection`.
+protocol UpstreamOwner: AnyObject {
+    /// The final response head arrived (1xx are skipped).
+    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming)
+    /// Body bytes; return false to make the upstream stop reading until `UpstreamConnection.clientDrained()`.
+    func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool
+    /// The response is complete.
+    func upstreamResponseEnd()
+    /// The exchange failed (before or after the head).
+    func upstreamFailed(_ kind: UpstreamFailure)
+    /// The upstream's send buffer drained below the low-water mark: more request body may be sent.
+    func upstreamDrained()
+}
