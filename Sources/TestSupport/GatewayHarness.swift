@@ -70,6 +70,20 @@ public final class GatewayHarness: @unchecked Sendable {
         """
     }
 
+    /// Waits until `/readyz` answers 200 (the key set is loaded), at most `timeout` seconds.
+    public func waitUntilReady(timeout: Double = 10) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last = ""
+        while Date() < deadline {
+            if let r = try? RawHTTPClient.roundTrip(port: adminPort, "GET /readyz HTTP/1.1\r\nHost: a\r\n\r\n") {
+                if r.status == 200 { return }
+                last = r.bodyText
+            }
+            usleep(20_000)
+        }
+        throw HarnessError("gateway not ready after \(timeout)s: \(last)")
+    }
+
     /// The access/operational log written so far.
     public func logLines() -> [String] {
         (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
