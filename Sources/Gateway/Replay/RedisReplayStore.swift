@@ -83,7 +83,11 @@ public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
 
     public func close() {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
-        let list = registry.withLock { $0 }
+        let list = registry.withLock { list -> [ClientStatus] in
+            let all = list
+            list.removeAll()
+            return all
+        }
         for s in list {
             let c = s.client
             c.value.loop.execute { c.value.shutdown() }
@@ -111,7 +115,8 @@ final class RedisReplayClient: ReplayClient, EventHandler {
     static let minBackoff = 0.1
     static let maxBackoff = 5.0
 
-    unowned let store: RedisReplayStore
+    /// Strong: the store's registry holds its clients until `close()`, which breaks the cycle.
+    let store: RedisReplayStore
     let loop: EventLoop
     private(set) var state = State.idle
     private var fd: Int32 = -1
