@@ -155,5 +155,6 @@ import Testing
         store.close()
         #expect(ReplayTest.consumeOne(client, on: t.loop, key: ReplayTest.randomKey()) == .unavailable("closed"))
         #expect(store.counters.errors == 1)
+        #expect(store.readinessProblem() == "sqlite: closed")
     }
 }

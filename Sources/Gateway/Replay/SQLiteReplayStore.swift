@@ -117,6 +117,10 @@ public final class SQLiteReplayStore: ReplayStore, @unchecked Sendable {
     }
 
     public func readinessProblem() -> String? {
+        cond.lock()
+        let isClosed = closing
+        cond.unlock()
+        if isClosed { return "sqlite: closed" }
         let started = batchStartedAt.load(ordering: .relaxed)
         if started != 0 {
             let age = CSystemShims_monotonic_ns() &- started
