@@ -1,0 +1,178 @@
+import EventLoop
+import Synchronization
+
+/// `replay.store: memory` — single process, lost on restart (SPEC §5: the window is one token lifetime).
+///
+/// 64 shards chosen by the key's first byte (keys are SHA-256 output, so evenly spread), each a dictionary
+/// plus a min-heap of expiries behind its own `Mutex`; never one global lock.
+///
+/// Expiry: an entry is free again once `expiresAt` has passed (an expired entry still present counts as
+/// free). Expired entries are pruned incrementally — each insert pops up to `pruneOnInsert` due entries off
+/// its shard's heap — and by a sweep every `sweepInterval` driven by each loop client's timer.
+///
+/// Bound: at most `maxEntries` live entries (split evenly over the shards; default 1,000,000 ≈ 100 MB,
+/// i.e. ~3,300 limited-use tokens per second sustained over a 5-minute lifetime). When a shard is full
+/// after pruning, `consume` answers `.unavailable("full")` — fail closed — and never evicts an unexpired
+/// entry, because an evicted entry could be replayed.
+///
+/// `consume` completes synchronously on the calling loop thread (before it returns).
+public final class MemoryReplayStore: ReplayStore {
+    static let shardCount = 64
+
+    struct Key: Hashable {
+        var a: UInt64, b: UInt64, c: UInt64, d: UInt64
+        init(_ bytes: [UInt8]) {
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &words) { dst in
+                dst.copyBytes(from: bytes.prefix(32))
+                // Keys longer than 32 bytes (not expected) are folded in so that they stay distinct.
+                if bytes.count > 32 {
+                    for (i, byte) in bytes.dropFirst(32).enumerated() { dst[i % 32] ^= byte &+ UInt8(truncatingIfNeeded: i) }
+                }
+            }
+            a = words.0; b = words.1; c = words.2; d = words.3
+        }
+    }
+
+    struct Shard {
+        var entries: [Key: Double] = [:]
+        /// Min-heap of (expiresAt, key); an element is stale when the dictionary holds a later expiry.
+        var heap: [(Double, Key)] = []
+
+        /// Pops up to `limit` due heap elements, removing their entries when still current.
+        mutating func prune(now: Double, limit: Int) {
+            var n = 0
+            while n < limit, let top = heap.first, top.0 <= now {
+                popHeap()
+                if let current = entries[top.1], current <= now { entries[top.1] = nil }
+                n += 1
+            }
+        }
+
+        mutating func pushHeap(_ element: (Double, Key)) {
+            heap.append(element)
+            var i = heap.count - 1
+            while i > 0 {
+                let p = (i - 1) / 2
+                if heap[p].0 <= heap[i].0 { break }
+                heap.swapAt(p, i)
+                i = p
+            }
+        }
+
+        mutating func popHeap() {
+            let last = heap.count - 1
+            heap.swapAt(0, last)
+            heap.removeLast()
+            var i = 0
+            let n = heap.count
+            while true {
+                let l = 2 * i + 1
+                if l >= n { break }
+                var m = l
+                if l + 1 < n && heap[l + 1].0 < heap[l].0 { m = l + 1 }
+                if heap[i].0 <= heap[m].0 { break }
+                heap.swapAt(i, m)
+                i = m
+            }
+        }
+    }
+
+    /// One lock per shard (a class box: `Mutex` is not copyable, so it cannot sit in an array directly).
+    final class ShardLock: Sendable {
+        let mutex = Mutex(Shard())
+    }
+
+    private let shards: [ShardLock]
+    private let perShardLimit: Int
+    public let maxEntries: Int
+    let sweepInterval: Double
+    let pruneOnInsert = 16
+    public let counters = ReplayCounters()
+    private let closed = Atomic<Bool>(false)
+
+    /// - Parameters:
+    ///   - maxEntries: bound on live entries (rounded up to a multiple of 64).
+    ///   - sweepInterval: seconds between full sweeps of expired entries.
+    public init(maxEntries: Int = 1_000_000, sweepInterval: Double = 1) {
+        perShardLimit = max(1, (maxEntries + Self.shardCount - 1) / Self.shardCount)
+        self.maxEntries = perShardLimit * Self.shardCount
+        self.sweepInterval = sweepInterval
+        shards = (0..<Self.shardCount).map { _ in ShardLock() }
+    }
+
+    public func makeClient(for loop: EventLoop) -> ReplayClient {
+        MemoryReplayClient(store: self, loop: loop)
+    }
+
+    public func readinessProblem() -> String? { closed.load(ordering: .relaxed) ? "replay store closed" : nil }
+
+    public func close() { closed.store(true, ordering: .relaxed) }
+
+    /// Entries currently held (including expired ones not yet pruned), for tests and metrics.
+    public var count: Int { shards.reduce(0) { $0 + $1.mutex.withLock { $0.entries.count } } }
+
+    /// The atomic insert-if-absent-or-expired.
+    public func consume(key: [UInt8], expiresAt: Double, now: Double? = nil) -> ReplayResult {
+        let now = now ?? replayWallClock()
+        guard !closed.load(ordering: .relaxed) else { return .unavailable("closed") }
+        guard key.count == 32 else { return .unavailable("bad key length \(key.count)") }
+        let k = Key(key)
+        let limit = perShardLimit
+        let prune = pruneOnInsert
+        let result: ReplayResult = shards[Int(key[0]) & (Self.shardCount - 1)].mutex.withLock { shard in
+            shard.prune(now: now, limit: prune)
+            if let existing = shard.entries[k] {
+                if existing > now { return .reused }
+                // Expired but not pruned yet: free; the old heap element becomes stale.
+                shard.entries[k] = expiresAt
+                shard.pushHeap((expiresAt, k))
+                return .consumed
+            }
+            if shard.entries.count >= limit {
+                shard.prune(now: now, limit: Int.max)
+                if shard.entries.count >= limit { return .unavailable("full") }
+            }
+            shard.entries[k] = expiresAt
+            shard.pushHeap((expiresAt, k))
+            return .consumed
+        }
+        counters.record(result)
+        return result
+    }
+
+    /// Removes every expired entry (bounded per shard per call so no lock is held long).
+    public func sweep(now: Double? = nil, perShardLimit limit: Int = 4096) {
+        let now = now ?? replayWallClock()
+        for shard in shards { shard.mutex.withLock { $0.prune(now: now, limit: limit) } }
+    }
+}
+
+/// Memory store client: completes synchronously; drives the periodic sweep from its loop.
+final class MemoryReplayClient: ReplayClient {
+    let store: MemoryReplayStore
+    let loop: EventLoop
+    private var sweepTimer: LoopTimer?
+
+    init(store: MemoryReplayStore, loop: EventLoop) {
+        self.store = store
+        self.loop = loop
+    }
+
+    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void) {
+        if sweepTimer == nil {
+            // Armed lazily on first use, which is on the loop thread.
+            let t = LoopTimer { [weak self] in self?.sweep() }
+            sweepTimer = t
+            loop.schedule(t, at: loop.now + .nanoseconds(store.sweepInterval))
+        }
+        completion(store.consume(key: key, expiresAt: expiresAt))
+    }
+
+    private func sweep() {
+        store.sweep()
+        if let t = sweepTimer, store.readinessProblem() == nil {
+            loop.schedule(t, at: loop.now + .nanoseconds(store.sweepInterval))
+        }
+    }
+}

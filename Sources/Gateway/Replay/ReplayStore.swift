@@ -1,0 +1,189 @@
+import EventLoop
+import Foundation
+import Glibc
+import Synchronization
+
+/// The answer of a replay store to one `consume` (SPEC §5).
+public enum ReplayResult: Sendable, Equatable {
+    /// The key was free (absent or expired) and is now taken until its expiry: the token may pass.
+    case consumed
+    /// The key is already taken and not expired: the token is a replay (401 `reused`).
+    case reused
+    /// The store did not answer in time or failed: fail closed (503 `replay_store_unavailable`).
+    /// The text is a short reason for logs, never shown to clients.
+    case unavailable(String)
+}
+
+/// A replay store shared by all event loops; each loop talks to it through its own loop-confined client.
+public protocol ReplayStore: AnyObject, Sendable {
+    /// Creates the client for `loop`. Call once per loop (from any thread); the client is then used only on
+    /// that loop's thread.
+    func makeClient(for loop: EventLoop) -> ReplayClient
+    /// For `/readyz`: `nil` when the store answers, else a short problem text. Never blocks.
+    func readinessProblem() -> String?
+    /// Totals for `appcheck_replay_store_total{result="consumed|reused|error"}`.
+    var counters: ReplayCounters { get }
+    /// Stops background work and closes connections/files. Later `consume` calls answer `.unavailable("closed")`.
+    func close()
+}
+
+/// Confined to one event-loop thread.
+public protocol ReplayClient: AnyObject {
+    /// Atomically takes `key` unless it is taken and unexpired.
+    /// - Parameters:
+    ///   - key: 32 bytes (the SHA-256 replay key of SPEC §5).
+    ///   - expiresAt: unix seconds when the entry becomes free again (`exp + clock_skew`).
+    ///   - completion: called exactly once, on this client's loop thread, within the configured `timeout`
+    ///     (a late answer becomes `.unavailable("timeout")`). Some stores (memory) call it synchronously,
+    ///     before `consume` returns.
+    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void)
+}
+
+/// consumed / reused / error totals, updated with relaxed atomics from any thread.
+public final class ReplayCounters: Sendable {
+    private let consumedCount = Atomic<Int>(0)
+    private let reusedCount = Atomic<Int>(0)
+    private let errorCount = Atomic<Int>(0)
+
+    public init() {}
+
+    public var consumed: Int { consumedCount.load(ordering: .relaxed) }
+    public var reused: Int { reusedCount.load(ordering: .relaxed) }
+    /// Answers that were `.unavailable` (timeouts, store errors, full, disconnected).
+    public var errors: Int { errorCount.load(ordering: .relaxed) }
+
+    public func record(_ result: ReplayResult) {
+        switch result {
+        case .consumed: consumedCount.add(1, ordering: .relaxed)
+        case .reused: reusedCount.add(1, ordering: .relaxed)
+        case .unavailable: errorCount.add(1, ordering: .relaxed)
+        }
+    }
+}
+
+/// A configuration or start-up problem of the replay store (bad URL, unopenable file).
+public struct ReplayStoreError: Error, CustomStringConvertible, Sendable, Equatable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Creates the store `settings.store` names. Call at start-up, off the event loops (SQLite opens its file,
+/// Redis resolves its host name here).
+public func makeReplayStore(_ settings: ReplaySettings, logSink: LogSink) throws -> ReplayStore {
+    switch settings.store {
+    case .memory:
+        return MemoryReplayStore()
+    case .sqlite:
+        return try SQLiteReplayStore(path: settings.sqlitePath, timeout: settings.timeout, logSink: logSink)
+    case .redis:
+        return try RedisReplayStore(url: settings.redisURL, keyPrefix: settings.keyPrefix,
+                                    timeout: settings.timeout, logSink: logSink)
+    }
+}
+
+/// Current unix time in seconds (wall clock: expiries are absolute unix times shared between processes).
+@inline(__always)
+func replayWallClock() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
+}
+
+/// Lower-case hex of `bytes` (Redis key names).
+func replayHex(_ bytes: [UInt8]) -> String {
+    let digits: [UInt8] = Array("0123456789abcdef".utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(bytes.count * 2)
+    for b in bytes {
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// Per-client bookkeeping of in-flight operations whose answers arrive later (SQLite, Redis):
+/// every operation has the same timeout, so deadlines grow in submission order and one timer armed for the
+/// oldest pending deadline suffices. Loop-confined.
+final class PendingOps {
+    private struct Entry {
+        var id: UInt64
+        var deadline: UInt64
+        var completion: ((ReplayResult) -> Void)?
+    }
+
+    private var entries: [Entry] = []
+    private var head = 0
+    private var nextID: UInt64 = 1
+    private var live = 0
+
+    var count: Int { live }
+
+    /// Adds an operation; returns its id.
+    func add(deadline: UInt64, completion: @escaping (ReplayResult) -> Void) -> UInt64 {
+        let id = nextID
+        nextID += 1
+        entries.append(Entry(id: id, deadline: deadline, completion: completion))
+        live += 1
+        return id
+    }
+
+    /// Removes and returns the completion of `id` (nil when it already completed or timed out).
+    func take(_ id: UInt64) -> ((ReplayResult) -> Void)? {
+        // Answers mostly come in order: search from the head.
+        var i = head
+        while i < entries.count {
+            if entries[i].id == id {
+                let c = entries[i].completion
+                if c != nil { entries[i].completion = nil; live -= 1 }
+                compact()
+                return c
+            }
+            if entries[i].id > id { break }
+            i += 1
+        }
+        return nil
+    }
+
+    /// The deadline of the oldest live operation.
+    var nextDeadline: UInt64? {
+        compact()
+        return head < entries.count ? entries[head].deadline : nil
+    }
+
+    /// Removes and returns the completions of every live operation due at `now`.
+    func takeExpired(now: UInt64) -> [(ReplayResult) -> Void] {
+        var out: [(ReplayResult) -> Void] = []
+        compact()
+        while head < entries.count, entries[head].deadline <= now {
+            if let c = entries[head].completion { out.append(c); live -= 1 }
+            head += 1
+        }
+        compact()
+        return out
+    }
+
+    /// Removes and returns every live completion.
+    func takeAll() -> [(ReplayResult) -> Void] {
+        let out = entries[head...].compactMap { $0.completion }
+        entries.removeAll(keepingCapacity: true)
+        head = 0
+        live = 0
+        return out
+    }
+
+    private func compact() {
+        while head < entries.count, entries[head].completion == nil { head += 1 }
+        if head == entries.count {
+            entries.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024 && head * 2 > entries.count {
+            entries.removeFirst(head)
+            head = 0
+        }
+    }
+}
+
+/// Carries a loop-confined object across threads to be used again only on its own loop (via `execute`).
+struct LoopBound<T>: @unchecked Sendable {
+    let value: T
+}

@@ -1,0 +1,260 @@
+import Dispatch
+import EventLoop
+import Foundation
+import Synchronization
+import Testing
+@testable import Gateway
+
+// MARK: - shared helpers for the replay store tests
+
+/// A running event loop owned by one test.
+final class ReplayTestLoop: Sendable {
+    let loop: EventLoop
+    init(_ name: String = "replay-test") throws {
+        loop = try EventLoop()
+        loop.startThread(name: name)
+    }
+    func stop() { loop.stop() }
+}
+
+/// Results collected from loop threads.
+final class ReplayCollector: Sendable {
+    private let results = Mutex<[ReplayResult]>([])
+    private let signal = DispatchSemaphore(value: 0)
+
+    func add(_ r: ReplayResult) {
+        results.withLock { $0.append(r) }
+        signal.signal()
+    }
+
+    /// Waits for `count` results, at most `seconds`; returns what arrived.
+    func wait(count: Int, seconds: Double = 5) -> [ReplayResult] {
+        let deadline = DispatchTime.now() + seconds
+        for _ in 0..<count {
+            if signal.wait(timeout: deadline) == .timedOut { break }
+        }
+        return results.withLock { $0 }
+    }
+}
+
+enum ReplayTest {
+    static func key(_ tag: String) -> [UInt8] {
+        // Deterministic 32-byte keys; the first byte varies with the tag so shards differ.
+        var bytes = [UInt8](repeating: 0, count: 32)
+        for (i, b) in tag.utf8.enumerated() { bytes[i % 32] = bytes[i % 32] &* 31 &+ b }
+        var h: UInt8 = 7
+        for b in tag.utf8 { h = h &* 33 &+ b }
+        bytes[0] = h
+        return bytes
+    }
+
+    static func randomKey() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255) } }
+
+    static func later(_ seconds: Double = 60) -> Double { Date().timeIntervalSince1970 + seconds }
+
+    /// Submits one consume per key on `loop` (all in one loop turn) and waits for every answer.
+    static func consume(_ client: ReplayClient, on loop: EventLoop, keys: [[UInt8]], expiresAt: Double,
+                        seconds: Double = 5) -> [ReplayResult] {
+        let collector = ReplayCollector()
+        let bound = LoopBound(value: client)
+        let ks = keys
+        loop.execute {
+            for k in ks { bound.value.consume(key: k, expiresAt: expiresAt) { collector.add($0) } }
+        }
+        return collector.wait(count: keys.count, seconds: seconds)
+    }
+
+    static func consumeOne(_ client: ReplayClient, on loop: EventLoop, key: [UInt8], expiresAt: Double = later(),
+                           seconds: Double = 5) -> ReplayResult? {
+        consume(client, on: loop, keys: [key], expiresAt: expiresAt, seconds: seconds).first
+    }
+
+    /// Polls `condition` every 20 ms until it holds or `seconds` pass.
+    static func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// 50 consumes of one key from two loops at once.
+    static func race(_ clients: [(ReplayClient, EventLoop)], key: [UInt8], total: Int = 50) -> [ReplayResult] {
+        let collector = ReplayCollector()
+        let start = DispatchSemaphore(value: 0)
+        for (i, (client, loop)) in clients.enumerated() {
+            let bound = LoopBound(value: client)
+            let n = total / clients.count + (i < total % clients.count ? 1 : 0)
+            loop.execute {
+                start.wait()
+                for _ in 0..<n { bound.value.consume(key: key, expiresAt: later()) { collector.add($0) } }
+            }
+        }
+        for _ in clients { start.signal() }
+        return collector.wait(count: total, seconds: 10)
+    }
+
+    static func isUnavailable(_ r: ReplayResult?) -> Bool {
+        if case .unavailable = r { return true }
+        return false
+    }
+}
+
+// MARK: - memory store
+
+@Suite struct ReplayMemoryStoreTests {
+    @Test func firstUseConsumedSecondReused() throws {
+        let t = try ReplayTestLoop()
+        defer { t.stop() }
+        let store = MemoryReplayStore()
+        let client = store.makeClient(for: t.loop)
+        let k = ReplayTest.key("a")
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: k) == .consumed)
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: k) == .reused)
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: ReplayTest.key("b")) == .consumed)
+        #expect(store.count == 2)
+        #expect(store.counters.consumed == 2)
+        #expect(store.counters.reused == 1)
+        #expect(store.counters.errors == 0)
+        #expect(store.readinessProblem() == nil)
+    }
+
+    @Test func completesSynchronouslyOnTheLoopThread() throws {
+        let t = try ReplayTestLoop()
+        defer { t.stop() }
+        let store = MemoryReplayStore()
+        let client = LoopBound(value: store.makeClient(for: t.loop))
+        let loop = t.loop
+        let collector = ReplayCollector()
+        loop.execute {
+            var done = false
+            client.value.consume(key: ReplayTest.key("s"), expiresAt: ReplayTest.later()) { r in
+                done = loop.inLoop
+                collector.add(r)
+            }
+            if !done { collector.add(.unavailable("not synchronous on loop")) }
+        }
+        #expect(collector.wait(count: 1) == [.consumed])
+    }
+
+    @Test func fiftyConcurrentConsumesOfOneKeyGiveExactlyOneConsumed() throws {
+        let a = try ReplayTestLoop("a"), b = try ReplayTestLoop("b")
+        defer { a.stop(); b.stop() }
+        let store = MemoryReplayStore()
+        let results = ReplayTest.race([(store.makeClient(for: a.loop), a.loop), (store.makeClient(for: b.loop), b.loop)],
+                                      key: ReplayTest.randomKey())
+        #expect(results.count == 50)
+        #expect(results.filter { $0 == .consumed }.count == 1)
+        #expect(results.filter { $0 == .reused }.count == 49)
+    }
+
+    @Test func expiryFreesEntries() throws {
+        let t = try ReplayTestLoop()
+        defer { t.stop() }
+        let store = MemoryReplayStore(sweepInterval: 0.1)
+        let client = store.makeClient(for: t.loop)
+        let k = ReplayTest.randomKey()
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: k, expiresAt: ReplayTest.later(1)) == .consumed)
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: ReplayTest.randomKey(), expiresAt: ReplayTest.later(60)) == .consumed)
+        #expect(store.count == 2)
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: k) == .reused)
+        // The periodic sweep removes the expired entry; the long-lived one stays.
+        #expect(ReplayTest.eventually(5) { store.count == 1 })
+        #expect(ReplayTest.consumeOne(client, on: t.loop, key: k) == .consumed)
+    }
+
+    @Test func expiredButUnprunedEntryCountsAsFree() {
+        let store = MemoryReplayStore()
+        let k = ReplayTest.randomKey()
+        #expect(store.consume(key: k, expiresAt: 100, now: 50) == .consumed)
+        #expect(store.consume(key: k, expiresAt: 200, now: 99.9) == .reused)
+        #expect(store.consume(key: k, expiresAt: 200, now: 100) == .consumed)
+        #expect(store.consume(key: k, expiresAt: 300, now: 150) == .reused)
+        store.sweep(now: 150)
+        #expect(store.count == 1) // the stale heap element of expiry 100 did not remove the live entry
+        store.sweep(now: 200)
+        #expect(store.count == 0)
+    }
+
+    @Test func fullStoreFailsClosedInsteadOfEvicting() {
+        let store = MemoryReplayStore(maxEntries: 64) // one entry per shard
+        var first = [UInt8](repeating: 1, count: 32)
+        var second = first
+        second[31] = 2
+        first[0] = 5; second[0] = 5 // same shard
+        #expect(store.consume(key: first, expiresAt: 1000, now: 10) == .consumed)
+        #expect(store.consume(key: second, expiresAt: 1000, now: 10) == .unavailable("full"))
+        #expect(store.consume(key: first, expiresAt: 1000, now: 10) == .reused) // never evicted
+        // Once the first expires its slot is reusable.
+        #expect(store.consume(key: second, expiresAt: 2000, now: 1000) == .consumed)
+        #expect(store.counters.errors == 1)
+    }
+
+    @Test func rejectsBadKeyLengthAndClosedStore() {
+        let store = MemoryReplayStore()
+        #expect(ReplayTest.isUnavailable(store.consume(key: [1, 2, 3], expiresAt: 10, now: 1)))
+        store.close()
+        #expect(store.consume(key: ReplayTest.randomKey(), expiresAt: 10, now: 1) == .unavailable("closed"))
+        #expect(store.readinessProblem() != nil)
+    }
+
+    @Test func factoryBuildsMemoryStore() throws {
+        var s = ReplaySettings()
+        s.store = .memory
+        let store = try makeReplayStore(s, logSink: LogSink(fd: 2))
+        #expect(store is MemoryReplayStore)
+    }
+}
+
+// MARK: - RESP and URL parsing
+
+@Suite struct ReplayProtocolTests {
+    func parse(_ text: String) -> RESP.ParseResult {
+        Array(text.utf8).withUnsafeBytes { RESP.parse($0) }
+    }
+
+    @Test func parsesRepliesWholeAndByteByByte() {
+        let cases: [(String, RESP.Value)] = [
+            ("+OK\r\n", .simple("OK")), ("-ERR nope\r\n", .error("ERR nope")), (":-42\r\n", .integer(-42)),
+            ("$3\r\nabc\r\n", .bulk(Array("abc".utf8))), ("$0\r\n\r\n", .bulk([])), ("$-1\r\n", .null),
+            ("_\r\n", .null), ("*-1\r\n", .null),
+        ]
+        for (text, value) in cases {
+            #expect(parse(text) == .value(value, consumed: text.utf8.count))
+            let bytes = Array(text.utf8)
+            for n in 0..<bytes.count {
+                #expect(bytes[0..<n].withUnsafeBytes { RESP.parse($0) } == .needMore, "prefix \(n) of \(text)")
+            }
+        }
+        #expect(parse("+OK\r\n:1\r\n") == .value(.simple("OK"), consumed: 5))
+    }
+
+    @Test func rejectsMalformedReplies() {
+        for bad in ["?x\r\n", "+OK\n", "+O\rK\r\n", ":12a\r\n", ":\r\n", ":+1\r\n", "$-2\r\n", "$3\r\nabcd\r\n",
+                    "$99999999\r\n", "*1\r\n", ":99999999999999999999\r\n"] {
+            guard case .failure = parse(bad) else { Issue.record("accepted \(bad.debugDescription)"); continue }
+        }
+        let long = "+" + String(repeating: "a", count: RESP.maxLineLength + 10)
+        guard case .failure = parse(long) else { Issue.record("accepted an overlong line"); return }
+    }
+
+    @Test func encodesCommands() {
+        let out = IOBuffer()
+        RESP.encodeCommand(["SET", "k", "1"], into: out)
+        #expect(String(decoding: out.readableBytes(), as: UTF8.self) == "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n1\r\n")
+    }
+
+    @Test func parsesRedisURLs() throws {
+        #expect(try RedisEndpoint.parse("redis://127.0.0.1:6379/0") == RedisEndpoint(host: "127.0.0.1", port: 6379, user: nil, password: nil, db: 0))
+        #expect(try RedisEndpoint.parse("redis://cache") == RedisEndpoint(host: "cache", port: 6379, user: nil, password: nil, db: 0))
+        #expect(try RedisEndpoint.parse("redis://u:p%40ss@h:7000/3") == RedisEndpoint(host: "h", port: 7000, user: "u", password: "p@ss", db: 3))
+        #expect(try RedisEndpoint.parse("redis://:secret@[::1]:6380") == RedisEndpoint(host: "::1", port: 6380, user: nil, password: "secret", db: 0))
+        for bad in ["http://h", "redis://", "redis://h:0", "redis://h:99999", "redis://h/x", "redis://user@h", "redis://h?x=1"] {
+            #expect(throws: ReplayStoreError.self, "\(bad)") { try RedisEndpoint.parse(bad) }
+        }
+        #expect(throws: ReplayStoreError("replay.redis_url: rediss:// needs TLS support, not yet available")) {
+            try RedisEndpoint.parse("rediss://h:6380")
+        }
+    }
+}
