@@ -1,3 +1,4 @@
+import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
@@ -7,7 +8,7 @@ struct AppCheckGatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appcheck-gateway",
         abstract: "A reverse proxy that verifies Firebase App Check tokens before forwarding requests.",
-        subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Healthcheck.self],
+        subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Verify.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -90,19 +91,38 @@ struct Healthcheck: ParsableCommand {
 
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the gateway on 127.0.0.1 in front of a built-in sample upstream and print curl commands.")
+        abstract: "The whole thing on one machine with no Firebase project: a local token issuer, a sample upstream and the gateway on 127.0.0.1, with curl commands to paste.")
     @Option(help: "The demo configuration.") var config: String = "Config/demo.yaml"
     @Option(help: "Port of the sample upstream (0 = any free port).") var upstreamPort: UInt16 = 0
+    @Option(help: "Port of the local key-set server (0 = any free port).") var jwksPort: UInt16 = 0
+
+    static let projectNumber = "123456789012"
+    static let projectId = "demo-project"
+    static let appId = "1:123456789012:ios:0123456789abcdef"
 
     func run() throws {
         GatewayServer.blockSignals()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("appcheck-gateway-demo-\(getpid())")
         let upstream: SampleUpstream
-        do { upstream = try SampleUpstream(port: upstreamPort) } catch {
-            printError("appcheck-gateway: demo: cannot start the sample upstream: \(error)")
+        let issuer: KeySetServer
+        let key: RSAPrivateKey
+        let kid: String
+        do {
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            key = try RSAPrivateKey.generate(bits: 2048)
+            kid = SigningKeys.defaultKid(for: key)
+            try SigningKeys.write(key: key, kid: kid, keyPath: dir.appendingPathComponent("key.pem").path,
+                                  jwksPath: dir.appendingPathComponent("jwks.json").path)
+            let jwks = try String(contentsOf: dir.appendingPathComponent("jwks.json"), encoding: .utf8)
+            issuer = try KeySetServer(document: jwks, port: jwksPort)
+            upstream = try SampleUpstream(port: upstreamPort)
+        } catch {
+            printError("appcheck-gateway: demo: \(error)")
             throw ExitCode(1)
         }
         var env = ProcessInfo.processInfo.environment
         env["DEMO_UPSTREAM_PORT"] = String(upstream.address.port)
+        env["DEMO_JWKS_URL"] = issuer.url
         let settings: Settings
         switch ConfigLoader.load(path: config, environment: env) {
         case .success(let s): settings = s
@@ -115,22 +135,49 @@ struct Demo: ParsableCommand {
             printError("appcheck-gateway: demo: cannot start the gateway: \(error)")
             throw ExitCode(1)
         }
+        let deadline = Date().addingTimeInterval(10)
+        while !server.readinessProblems().isEmpty && Date() < deadline { usleep(20_000) }
         let gw = server.listenAddresses.first?.description ?? "127.0.0.1:8080"
         let admin = server.adminAddress?.description ?? "-"
+        let now = Int(Date().timeIntervalSince1970)
+        func mint(ttl: Int, jti: String?) -> String {
+            (try? TokenMinter.mint(key: key, kid: kid, projectNumber: Self.projectNumber, projectId: Self.projectId,
+                                   appId: Self.appId, issuedAt: now, ttl: ttl, jti: jti)) ?? "?"
+        }
+        let session = mint(ttl: 3600, jti: nil)
+        let limited = mint(ttl: 300, jti: SigningKeys.randomJTI())
+        let keyPath = dir.appendingPathComponent("key.pem").path
         print("""
-        AppCheck Gateway demo is running (Ctrl-C to stop).
+        AppCheck Gateway demo is running (Ctrl-C to stop). Ready: \(server.readinessProblems().isEmpty ? "yes" : "no")
           gateway   http://\(gw)
-          upstream  http://\(upstream.address)   (built-in sample: echoes what it receives)
+          upstream  http://\(upstream.address)   (built-in sample: echoes what it receives as JSON)
+          key set   \(issuer.url)   (a local issuer standing in for Firebase; key in \(keyPath))
           admin     http://\(admin)
 
-        Try:
-          curl -i http://\(gw)/public/hello
-          curl -i http://\(gw)/api/orders
-          curl -i -X POST --data-binary 'hello' http://\(gw)/public/echo
-          curl -i http://\(admin)/healthz
+        1. A valid App Check token on an enforced route: 200, and the upstream sees X-AppCheck-Status: verified
+        curl -i -H 'X-Firebase-AppCheck: \(session)' http://\(gw)/api/orders
+
+        2. No token on the enforced route: 401 app_check_token_missing
+        curl -i http://\(gw)/api/orders
+
+        3. A monitored route forwards anyway and tells the upstream why (X-AppCheck-Reason: missing)
+        curl -i http://\(gw)/public/hello
+
+        4. A limited-use token on the replay-protected route: 200 the first time, 401 app_check_token_reused after
+        curl -i -X POST -H 'X-Firebase-AppCheck: \(limited)' http://\(gw)/api/redeem
+        curl -i -X POST -H 'X-Firebase-AppCheck: \(limited)' http://\(gw)/api/redeem
+
+        5. Firebase's request categories, per route, as Prometheus metrics
+        curl -s http://\(admin)/metrics | grep appcheck_requests_total
+
+        More tokens (valid for an hour; --limited-use for single-use ones):
+        \(CommandLine.arguments.first ?? "appcheck-gateway") mint --key \(keyPath) --project-number \(Self.projectNumber) --project-id \(Self.projectId) --app-id \(Self.appId)
 
         """)
+        fflush(stdout)
         server.runUntilTerminated(configPath: config, environment: env)
         upstream.stop()
+        issuer.stop()
+        try? FileManager.default.removeItem(at: dir)
     }
 }

@@ -235,7 +235,7 @@ import TestSupport
     @Test func keySetDownLaterKeepsVerifyingWithTheCachedSet() throws {
         let issuer = try LocalIssuer()
         defer { issuer.stop() }
-        issuer.server.cacheControl = "max-age=1"
+        issuer.server.setCacheControl("max-age=1")
         let h = try Self.harness(issuer)
         defer { h.stop() }
         try h.waitUntilReady()

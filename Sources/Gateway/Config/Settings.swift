@@ -1,3 +1,4 @@
+import AppCheck
 import Foundation
 
 /// The validated, ready-to-use configuration. Produced only by `ConfigLoader` from what the user wrote
@@ -12,6 +13,12 @@ public struct Settings: Sendable {
     public var routes: [RouteSettings]
     /// The file this came from (for reload and messages).
     public var sourcePath: String
+
+    /// The App Check rules of SPEC §4.2 from `app_check` and `replay.limited_use_max_ttl`.
+    public var appCheckPolicy: AppCheckPolicy {
+        AppCheckPolicy(projectNumber: appCheck.projectNumber, projectId: appCheck.projectId, appIds: Set(appCheck.appIds),
+                       clockSkew: appCheck.clockSkew, limitedUseMaxTTL: replay.limitedUseMaxTTL)
+    }
 
     public init(server: ServerSettings, appCheck: AppCheckSettings, replay: ReplaySettings,
                 upstreams: [UpstreamSettings], routes: [RouteSettings], sourcePath: String) {

@@ -21,10 +21,3 @@ protocol KeyRefetching: AnyObject, Sendable {
     /// recently (`unknown_kid_refresh_interval`).
     func unknownKid(_ kid: String) -> Bool
 }
-
-/// Consumes replay keys for one loop (SPEC §5); completions run on that loop.
-protocol ReplayClient: AnyObject {
-    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void)
-}
-
-enum ReplayResult: Sendable, Equatable { case consumed, reused, unavailable(String) }

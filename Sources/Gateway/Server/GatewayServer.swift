@@ -16,6 +16,9 @@ public final class GatewayServer: @unchecked Sendable {
     private let state = Mutex<ServerPhase>(.created)
     private let generation = Atomic<Int>(0)
     private let currentSettings: Mutex<Settings>
+    /// The replay store, made at start when a route asks for replay protection (or at the first reload that
+    /// adds one). Its settings are read once; changing `replay:` needs a restart.
+    private let replayStore = Mutex<ReplayStore?>(nil)
     /// The addresses the public listeners are bound to, in config order (port 0 resolved).
     public private(set) var listenAddresses: [SocketAddress] = []
     /// The admin listener's bound address.
@@ -68,6 +71,7 @@ public final class GatewayServer: @unchecked Sendable {
             adminListener?.close()
             throw error
         }
+        if settings.routes.contains(where: \.replayProtection) { try attachReplayStore(settings.replay, running: false) }
         for loop in loops {
             exited.enter()
             loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
@@ -88,6 +92,9 @@ public final class GatewayServer: @unchecked Sendable {
         if new.server.listen != old.server.listen || new.server.adminListen != old.server.adminListen
             || new.server.threads != old.server.threads {
             logSink.warning("listen addresses, admin_listen and threads change only on restart")
+        }
+        if new.routes.contains(where: \.replayProtection) && replayStore.withLock({ $0 == nil }) {
+            try attachReplayStore(new.replay, running: true)
         }
         currentSettings.withLock { $0 = new }
         logSink.setLevel(new.server.logLevel)
@@ -116,8 +123,30 @@ public final class GatewayServer: @unchecked Sendable {
         if let admin = adminListener { loops[0].execute { admin.close() } }
         for loop in loops { loop.stop() }
         exited.wait()
+        replayStore.withLock { $0?.close() }
         state.withLock { $0 = .stopped }
         logSink.info("stopped", [("dropped_connections", .int(left))])
+    }
+
+    /// Makes the replay store and gives every loop its client (on the loop's own thread once loops run).
+    private func attachReplayStore(_ settings: ReplaySettings, running: Bool) throws {
+        let store = try makeReplayStore(settings, logSink: logSink)
+        replayStore.withLock { $0 = store }
+        for w in workers {
+            if running {
+                w.loop.execute { [w] in w.replayClient = store.makeClient(for: w.loop) }
+            } else {
+                w.replayClient = store.makeClient(for: w.loop)
+            }
+        }
+        addReadinessCheck { store.readinessProblem().map { "replay_store: \($0)" } }
+        metricsCollector.addSource { t in
+            let c = store.counters
+            t.family("appcheck_replay_store_total", "counter", "Replay-store answers: consumed, reused, error.")
+            t.sample("appcheck_replay_store_total", [("result", "consumed")], c.consumed)
+            t.sample("appcheck_replay_store_total", [("result", "reused")], c.reused)
+            t.sample("appcheck_replay_store_total", [("result", "error")], c.errors)
+        }
     }
 
     /// Readiness checks beyond draining (key set loaded, replay store answering): each returns a problem or nil.

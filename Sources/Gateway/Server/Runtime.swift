@@ -22,10 +22,8 @@ final class Runtime: Sendable {
         self.settings = settings
         self.generation = generation
         router = Router(routes: settings.routes)
-        let ac = settings.appCheck
-        policy = AppCheckPolicy(projectNumber: ac.projectNumber, projectId: ac.projectId, appIds: Set(ac.appIds),
-                                clockSkew: ac.clockSkew, limitedUseMaxTTL: settings.replay.limitedUseMaxTTL)
-        if let oc = ac.outdatedClient {
+        policy = settings.appCheckPolicy
+        if let oc = settings.appCheck.outdatedClient {
             outdatedClient = OutdatedClientMatcher(headerLowercased: oc.header.lowercased(),
                                                    regex: try NSRegularExpression(pattern: oc.pattern))
         } else {
