@@ -3,9 +3,11 @@
 
 Each connection sends one `GET / HTTP/1.1` and reads the whole response, so it is a kept-alive connection the
 gateway has parsed a request on (not just an accepted socket). With all of them open and idle, it reads the
-gateway's VmRSS from /proc/PID/status. Prints human lines on stderr and one JSON object on stdout.
+gateway's VmRSS from /proc/PID/status, then closes them and reads it again. It does this --passes times (default
+2): memory that is reused comes back to the same level on pass 2; memory that keeps growing pass after pass is
+retained (a leak, or allocator fragmentation). Prints human lines on stderr and one JSON object on stdout.
 
-usage: idle_conns.py --port P --pid PID [--count 10000] [--admin ADMIN_PORT] [--hold 2]
+usage: idle_conns.py --port P --pid PID [--count 10000] [--admin ADMIN_PORT] [--hold 2] [--passes 2]
 """
 import argparse
 import json
@@ -88,25 +90,7 @@ def metric(admin, name):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--pid", type=int, required=True, help="the gateway's pid (for /proc/PID/status)")
-    ap.add_argument("--count", type=int, default=10000)
-    ap.add_argument("--admin", type=int, default=0)
-    ap.add_argument("--hold", type=float, default=2.0, help="seconds to wait with all connections idle")
-    args = ap.parse_args()
-
-    nofile = raise_nofile()
-    if nofile < args.count + 64:
-        sys.exit(f"idle_conns.py: open-files limit {nofile} is too low for {args.count} connections")
-    gw_nofile = fd_limit(args.pid)
-    log = lambda msg: print(f"[idle_conns] {msg}", file=sys.stderr, flush=True)
-    log(f"client open-files limit {nofile}; gateway's 'Max open files' {gw_nofile}")
-
-    baseline = status_kib(args.pid, "VmRSS")
-    log(f"gateway baseline VmRSS {baseline / 1024:.1f} MiB")
-
+def one_pass(args, log):
     socks, failures = [], []
     started = time.monotonic()
     for i in range(args.count):
@@ -128,6 +112,7 @@ def main():
 
     time.sleep(args.hold)
     loaded = status_kib(args.pid, "VmRSS")
+    anon_loaded = status_kib(args.pid, "RssAnon")
     hwm = status_kib(args.pid, "VmHWM")
     open_metric = metric(args.admin, 'gateway_connections{state="open"}')
 
@@ -145,19 +130,62 @@ def main():
     for s in socks:
         s.close()
     time.sleep(args.hold)
-    after_close = status_kib(args.pid, "VmRSS")
+    return {
+        "connections": len(socks), "failures": len(failures), "opened": opened, "loaded": loaded,
+        "anon_loaded": anon_loaded, "hwm": hwm, "open_metric": open_metric, "alive": alive,
+        "probes": len(probes), "after_close": status_kib(args.pid, "VmRSS"),
+        "anon_after_close": status_kib(args.pid, "RssAnon"),
+        "open_after_close": metric(args.admin, 'gateway_connections{state="open"}'),
+    }
 
-    per_conn = (loaded - baseline) / max(1, len(socks))
-    log(f"gateway VmRSS with {len(socks)} idle connections: {loaded / 1024:.1f} MiB "
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--pid", type=int, required=True, help="the gateway's pid (for /proc/PID/status)")
+    ap.add_argument("--count", type=int, default=10000)
+    ap.add_argument("--admin", type=int, default=0)
+    ap.add_argument("--hold", type=float, default=2.0, help="seconds to wait with all connections idle")
+    ap.add_argument("--passes", type=int, default=2,
+                    help="open/close the connections this many times (a second pass tells a leak from reuse)")
+    args = ap.parse_args()
+
+    nofile = raise_nofile()
+    if nofile < args.count + 64:
+        sys.exit(f"idle_conns.py: open-files limit {nofile} is too low for {args.count} connections")
+    gw_nofile = fd_limit(args.pid)
+    log = lambda msg: print(f"[idle_conns] {msg}", file=sys.stderr, flush=True)
+    log(f"client open-files limit {nofile}; gateway's 'Max open files' {gw_nofile}")
+
+    baseline = status_kib(args.pid, "VmRSS")
+    log(f"gateway baseline VmRSS {baseline / 1024:.1f} MiB")
+
+    passes = []
+    for p in range(args.passes):
+        passes.append(one_pass(args, log))
+    first = passes[0]
+    loaded, hwm, after_close, alive, probes, failures, socks_n, opened, open_metric = (
+        first["loaded"], first["hwm"], first["after_close"], first["alive"], first["probes"],
+        first["failures"], first["connections"], first["opened"], first["open_metric"])
+    for i, r in enumerate(passes[1:], start=2):
+        log(f"pass {i}: VmRSS with {r['connections']} connections {r['loaded'] / 1024:.1f} MiB, after closing "
+            f"{r['after_close'] / 1024:.1f} MiB (pass 1: {loaded / 1024:.1f} / {after_close / 1024:.1f})")
+
+    per_conn = (loaded - baseline) / max(1, socks_n)
+    log(f"gateway VmRSS with {socks_n} idle connections: {loaded / 1024:.1f} MiB "
         f"(+{(loaded - baseline) / 1024:.1f} MiB, {per_conn:.2f} KiB/connection); VmHWM {hwm / 1024:.1f} MiB; "
-        f"after closing them: {after_close / 1024:.1f} MiB; metrics: {open_metric}; probes alive {alive}/{len(probes)}")
+        f"after closing them: {after_close / 1024:.1f} MiB (RssAnon {first['anon_after_close'] / 1024:.1f} MiB, "
+        f"open gauge then: {first['open_after_close']}); metrics: {open_metric}; probes alive {alive}/{probes}")
     print(json.dumps({
-        "connections": len(socks), "failures": len(failures), "open_seconds": round(opened, 2),
+        "connections": socks_n, "failures": failures, "open_seconds": round(opened, 2),
         "baseline_kib": baseline, "loaded_kib": loaded, "hwm_kib": hwm, "after_close_kib": after_close,
         "per_connection_kib": round(per_conn, 2), "open_metric": open_metric,
-        "probes": len(probes), "probes_alive": alive, "client_nofile": nofile, "gateway_nofile": gw_nofile,
+        "probes": probes, "probes_alive": alive, "client_nofile": nofile, "gateway_nofile": gw_nofile,
+        "anon_loaded_kib": first["anon_loaded"], "anon_after_close_kib": first["anon_after_close"],
+        "open_after_close": first["open_after_close"],
+        "passes": [{k: r[k] for k in ("connections", "failures", "loaded", "after_close")} for r in passes],
     }))
-    return 0 if not failures and alive == len(probes) else 1
+    return 0 if all(r["failures"] == 0 and r["alive"] == r["probes"] for r in passes) else 1
 
 
 if __name__ == "__main__":

@@ -211,7 +211,10 @@ print(f"| idle keep-alive connections | {r['connections']} (failures {r['failure
       f"| gateway VmRSS before | {mib('baseline_kib'):.1f} MiB |\n"
       f"| gateway VmRSS with connections | {mib('loaded_kib'):.1f} MiB (target < {target:.0f} MiB: {verdict}) |\n"
       f"| per connection | {r['per_connection_kib']:.2f} KiB |\n"
-      f"| VmHWM / VmRSS after closing | {mib('hwm_kib'):.1f} MiB / {mib('after_close_kib'):.1f} MiB |\n"
+      f"| VmHWM / VmRSS after closing them | {mib('hwm_kib'):.1f} MiB / {mib('after_close_kib'):.1f} MiB "
+      f"(RssAnon {mib('anon_after_close_kib'):.1f} MiB; {r['open_after_close']}) |\n"
+      + "".join(f"| pass {i}: VmRSS with / after closing | {p['loaded'] / 1024:.1f} MiB / {p['after_close'] / 1024:.1f} MiB"
+                f" ({p['connections']} connections, {p['failures']} failures) |\n" for i, p in enumerate(r["passes"][1:], start=2)) +
       f"| fd limits (client / gateway) | {r['client_nofile']} / {r['gateway_nofile']} |")
 PY
 )"
