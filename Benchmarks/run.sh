@@ -51,6 +51,10 @@ ROWS=()          # markdown table rows, one per case
 NOTES=()         # anomalies (errors, non-2xx, crashes) reported under the table
 
 read -r BACKEND_PORT NGINX_PORT GATEWAY_PORT ADMIN_PORT <<<"$(free_ports 4)"
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+if awk -v l="${LOAD_START%% *}" -v c="$(nproc)" 'BEGIN { exit !(l > c / 2) }'; then
+    log "WARNING: load average $LOAD_START on $(nproc) cores before starting: other work will distort the numbers"
+fi
 log "ports: backend $BACKEND_PORT, nginx $NGINX_PORT, gateway $GATEWAY_PORT (admin $ADMIN_PORT); tmp $BENCH_TMP"
 log "duration ${DURATION}s x $ROUNDS rounds per proxy, wrk -t1 -c$WRK_CONNECTIONS; threads: $THREADS_LIST; open files $BENCH_NOFILE"
 
@@ -129,6 +133,13 @@ compare_case() {
     nr=$(tr ' ' '\n' <<<"${rps[nginx]}" | grep . | median);   gr=$(tr ' ' '\n' <<<"${rps[gateway]}" | grep . | median)
     np50=$(tr ' ' '\n' <<<"${p50[nginx]}" | grep . | median); gp50=$(tr ' ' '\n' <<<"${p50[gateway]}" | grep . | median)
     np99=$(tr ' ' '\n' <<<"${p99[nginx]}" | grep . | median); gp99=$(tr ' ' '\n' <<<"${p99[gateway]}" | grep . | median)
+    local spread
+    for proxy in nginx gateway; do
+        spread=$(tr ' ' '\n' <<<"${rps[$proxy]}" | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (lo > 0) printf "%.0f", (hi / lo - 1) * 100; else print 0 }')
+        if ((spread > 15)); then
+            NOTES+=("$case/$proxy: req/s varied by ${spread}% between rounds ($(xargs <<<"${rps[$proxy]}")) -- the machine was busy; rerun with more --rounds or when it is idle")
+        fi
+    done
     local tr_ratio p99_ratio
     tr_ratio=$(awk -v g="$gr" -v n="$nr" 'BEGIN { if (n > 0) printf "%.2f", g / n; else print "n/a" }')
     p99_ratio=$(awk -v g="$gp99" -v n="$np99" 'BEGIN { if (n > 0) printf "%.2f", g / n; else print "n/a" }')
@@ -245,6 +256,7 @@ fi
     echo "# AppCheck Gateway benchmark $(date -Iseconds)"
     echo
     echo "Host: $(nproc) cores, $(uname -r); gateway $(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO_ROOT" diff --quiet 2>/dev/null || echo '+dirty'); $(nginx -v 2>&1); $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)."
+    echo "Load average (1/5/15 min) at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Load: \`wrk -t1 -c$WRK_CONNECTIONS -d${DURATION}s --latency\`, nginx and gateway alternated, $ROUNDS rounds each;"
     echo "each figure is the **median** of the rounds (per metric). Gateway log_level warning. Latencies in ms."
     echo "Ratios are gateway/nginx: throughput > 1 means the gateway is faster; p99 < 1 means the gateway's tail is lower."
