@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Sends exactly N `GET` requests over one keep-alive HTTP/1.1 connection, one at a time, and checks each
+response is 200. A fixed request count (not a fixed duration) is what makes instruction counts comparable.
+
+usage: kaclient.py --port P --requests N [--path /] [--header 'Name: value' ...]
+Exit 1 on any non-200 or a closed connection. Prints "requests=N seconds=S" on stdout.
+"""
+import argparse
+import socket
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--requests", type=int, required=True)
+    ap.add_argument("--path", default="/")
+    ap.add_argument("--header", action="append", default=[])
+    ap.add_argument("--timeout", type=float, default=30.0)
+    args = ap.parse_args()
+
+    extra = "".join(h + "\r\n" for h in args.header)
+    request = f"GET {args.path} HTTP/1.1\r\nHost: bench\r\n{extra}\r\n".encode()
+    sock = socket.create_connection(("127.0.0.1", args.port), timeout=args.timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = b""
+    started = time.monotonic()
+    for i in range(args.requests):
+        sock.sendall(request)
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                head = buf[:end].decode("latin-1")
+                length = 0
+                for line in head.split("\r\n")[1:]:
+                    k, _, v = line.partition(":")
+                    if k.strip().lower() == "content-length":
+                        length = int(v)
+                    elif k.strip().lower() == "transfer-encoding":
+                        sys.exit(f"kaclient.py: request #{i}: chunked response not supported: {head!r}")
+                if len(buf) >= end + 4 + length:
+                    status = head.split(" ", 2)[1]
+                    if status != "200":
+                        sys.exit(f"kaclient.py: request #{i}: status {status}: {head!r}")
+                    buf = buf[end + 4 + length:]
+                    break
+            chunk = sock.recv(65536)
+            if not chunk:
+                sys.exit(f"kaclient.py: connection closed after {i} responses")
+            buf += chunk
+    elapsed = time.monotonic() - started
+    sock.close()
+    print(f"requests={args.requests} seconds={elapsed:.3f}")
+
+
+if __name__ == "__main__":
+    main()
