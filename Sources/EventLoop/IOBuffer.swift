@@ -11,7 +11,7 @@ public final class IOBuffer {
 
     /// - Parameter capacity: initial allocation in bytes (at least 64).
     public init(capacity: Int = 4096) {
-        self.capacity = max(64, capacity)
+        self.capacity = max(Self.releasedCapacity, capacity)
         base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
     }
 
@@ -57,13 +57,29 @@ public final class IOBuffer {
             writerIndex = n
             if capacity - writerIndex >= count { return }
         }
-        var newCapacity = capacity
+        var newCapacity = max(capacity, Self.minimumGrowth)
         while newCapacity - writerIndex < count { newCapacity *= 2 }
         let newBase = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
         if writerIndex > 0 { newBase.copyMemory(from: base, byteCount: writerIndex) }
         base.deallocate()
         base = newBase
         capacity = newCapacity
+    }
+
+    /// A released buffer grows straight back to this size on its next use.
+    public static let minimumGrowth = 2048
+    /// The allocation a released buffer keeps.
+    public static let releasedCapacity = 64
+
+    /// Gives the storage back (keeping `releasedCapacity` bytes) when the buffer is empty: idle connections
+    /// then cost almost nothing. Does nothing while bytes are unread.
+    public func release() {
+        guard isEmpty, capacity > Self.releasedCapacity else { return }
+        base.deallocate()
+        capacity = Self.releasedCapacity
+        base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        readerIndex = 0
+        writerIndex = 0
     }
 
     /// Releases a large allocation once the buffer is empty, so idle connections stay small.

@@ -174,7 +174,7 @@ struct Demo: ParsableCommand {
         \(CommandLine.arguments.first ?? "appcheck-gateway") mint --key \(keyPath) --project-number \(Self.projectNumber) --project-id \(Self.projectId) --app-id \(Self.appId)
 
         """)
-        fflush(stdout)
+        fflush(nil)
         server.runUntilTerminated(configPath: config, environment: env)
         upstream.stop()
         issuer.stop()

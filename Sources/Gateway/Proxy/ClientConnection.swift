@@ -22,8 +22,13 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
-    let inBuf = IOBuffer(capacity: 2048)
-    let outBuf = IOBuffer(capacity: 2048)
+    /// Unprocessed input. While reading it is usually the loop's shared scratch buffer (`borrowed`); only
+    /// bytes left over after processing are copied into a buffer of the connection's own, so an idle
+    /// connection holds no read buffer at all.
+    private(set) var inBuf: IOBuffer
+    private var borrowed = false
+    /// Output; its storage is released whenever it is empty between exchanges.
+    let outBuf = IOBuffer(capacity: IOBuffer.releasedCapacity)
     private var parser: HTTPRequestHeadParser
     private(set) var phase = Phase.head
     private var readPaused = false
@@ -44,6 +49,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         self.fd = fd
         self.peer = peer
         self.worker = worker
+        inBuf = worker.emptyBuffer
         parser = HTTPRequestHeadParser(limits: worker.runtime.parserLimits)
         timer = LoopTimer { [weak self] in self?.timerFired() }
     }
@@ -68,6 +74,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private func readFromSocket() {
         if processing { readPending = true; return }
         readPending = false
+        borrowScratch()
+        defer { returnScratch() }
         while phase != .closed && !readPaused && !inputClosed {
             switch Socket.read(fd, into: inBuf, max: Self.readSize) {
             case .processed(let n):
@@ -86,6 +94,28 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             }
         }
         if readPaused { readPending = true }
+    }
+
+    /// Reads go into the loop's scratch buffer when nothing is pending.
+    private func borrowScratch() {
+        guard inBuf.isEmpty && !borrowed else { return }
+        inBuf = worker.scratch
+        borrowed = true
+    }
+
+    /// Keeps only the leftover bytes (a partial head, pipelined requests, unforwarded body).
+    private func returnScratch() {
+        guard borrowed else { return }
+        borrowed = false
+        let scratch = inBuf
+        if scratch.isEmpty || phase == .closed {
+            inBuf = worker.emptyBuffer
+        } else {
+            let own = IOBuffer(capacity: max(scratch.readableCount, 1024))
+            own.append(scratch.readable)
+            inBuf = own
+        }
+        scratch.clear()
     }
 
     private func pauseReading() { readPaused = true }
@@ -504,7 +534,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             }
         }
         if outBuf.isEmpty {
-            outBuf.shrinkIfIdle(to: 2048)
+            if exchange == nil { outBuf.release() }
             if exchange == nil && closeAfterResponse {
                 close()
                 return

@@ -23,6 +23,11 @@ final class Worker: @unchecked Sendable {
     var metrics = LoopMetrics()
     private(set) var draining = false
     private var logBuffer = IOBuffer(capacity: 16 * 1024)
+    /// The read buffer client connections borrow while reading (one loop reads one socket at a time).
+    let scratch = IOBuffer(capacity: 64 * 1024)
+    /// A shared, always-empty buffer standing in for a connection's input when nothing is pending.
+    /// Never written to: a connection swaps in `scratch` or a buffer of its own before appending.
+    let emptyBuffer = IOBuffer(capacity: IOBuffer.releasedCapacity)
     private var random: RequestIdGenerator
     private var clock = WallClockCache()
 
