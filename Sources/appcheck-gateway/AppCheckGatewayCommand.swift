@@ -7,7 +7,7 @@ struct AppCheckGatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appcheck-gateway",
         abstract: "A reverse proxy that verifies Firebase App Check tokens before forwarding requests.",
-        subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Healthcheck.self],
+        subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Healthcheck.self, ATSCheck.self],
         defaultSubcommand: Serve.self
     )
 }
