@@ -106,7 +106,7 @@ public enum ATSChecker {
         // (b) Legacy versions must be refused; the probe really offers them (security level 0).
         var legacyAccepted: [String] = []
         for (name, v) in [("TLS 1.0", TLS1_VERSION), ("TLS 1.1", TLS1_1_VERSION)] {
-            let p = prober.handshake(min: v, max: v, cipherList: "ALL:COMPLEMENTOFALL:@SECLEVEL=0", legacy: true)
+            let p = prober.handshake(min: v, max: v, cipherList: "ALL:COMPLEMENTOFALL:@SECLEVEL=0")
             if p.ok { legacyAccepted.append("\(name) (\(p.cipher))") }
         }
         lines.append(legacyAccepted.isEmpty
@@ -122,8 +122,7 @@ public enum ATSChecker {
             var fs: [String] = []
             var nonFS: [String] = []
             for suite in tls12Suites() {
-                let p = prober.handshake(min: TLS1_2_VERSION, max: TLS1_2_VERSION, cipherList: suite.name + ":@SECLEVEL=0",
-                                         legacy: true)
+                let p = prober.handshake(min: TLS1_2_VERSION, max: TLS1_2_VERSION, cipherList: suite.name + ":@SECLEVEL=0")
                 if p.ok { if suite.forwardSecret { fs.append(suite.name) } else { nonFS.append(suite.name) } }
             }
             if nonFS.isEmpty {
@@ -247,10 +246,8 @@ struct Prober {
 
     /// - Parameters:
     ///   - cipherList: TLS ≤ 1.2 cipher list (default OpenSSL's).
-    ///   - legacy: security level 0, so that OpenSSL offers old versions and weak suites.
     ///   - collect: record the certificate, chain verification and ALPN.
-    func handshake(min: Int32, max: Int32, cipherList: String? = nil, legacy: Bool = false,
-                   collect: Bool = false) -> ProbeResult {
+    func handshake(min: Int32, max: Int32, cipherList: String? = nil, collect: Bool = false) -> ProbeResult {
         var result = ProbeResult()
         ERR_clear_error()
         defer { ERR_clear_error() }
@@ -264,7 +261,6 @@ struct Prober {
             result.error = "cipher list \(cipherList) unsupported"
             return result
         }
-        _ = legacy
         let alpn: [UInt8] = [2] + Array("h2".utf8) + [8] + Array("http/1.1".utf8)
         _ = SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count))
         if collect {
