@@ -26,4 +26,40 @@ static inline long COpenSSL_SSL_set_tlsext_host_name(SSL *ssl, const char *name)
 static inline long COpenSSL_SSL_CTX_set_options(SSL_CTX *ctx, long options) {
     return (long)SSL_CTX_set_options(ctx, (uint64_t)options);
 }
+
+/* TLS transport (EventLoop/TLS*.swift, Gateway/TLS). */
+static inline uint64_t COpenSSL_SSL_OP_CIPHER_SERVER_PREFERENCE(void) { return SSL_OP_CIPHER_SERVER_PREFERENCE; }
+static inline uint64_t COpenSSL_SSL_OP_NO_COMPRESSION(void) { return SSL_OP_NO_COMPRESSION; }
+static inline uint64_t COpenSSL_SSL_OP_NO_RENEGOTIATION(void) { return SSL_OP_NO_RENEGOTIATION; }
+static inline uint64_t COpenSSL_SSL_CTX_set_options64(SSL_CTX *ctx, uint64_t options) {
+    return SSL_CTX_set_options(ctx, options);
+}
+static inline long COpenSSL_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+static inline long COpenSSL_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_session_cache_mode(ctx, mode);
+}
+static inline long COpenSSL_SSL_CTX_sess_set_cache_size(SSL_CTX *ctx, long size) {
+    return SSL_CTX_sess_set_cache_size(ctx, size);
+}
+static inline long COpenSSL_SSL_CTX_set1_groups_list(SSL_CTX *ctx, const char *list) {
+    return SSL_CTX_set1_groups_list(ctx, list);
+}
+static inline long COpenSSL_SSL_set_min_proto_version(SSL *ssl, int version) {
+    return SSL_set_min_proto_version(ssl, version);
+}
+static inline long COpenSSL_SSL_set_max_proto_version(SSL *ssl, int version) {
+    return SSL_set_max_proto_version(ssl, version);
+}
+static inline int COpenSSL_sk_SSL_CIPHER_num(const STACK_OF(SSL_CIPHER) *sk) { return sk_SSL_CIPHER_num(sk); }
+static inline const SSL_CIPHER *COpenSSL_sk_SSL_CIPHER_value(const STACK_OF(SSL_CIPHER) *sk, int i) {
+    return sk_SSL_CIPHER_value(sk, i);
+}
+static inline int COpenSSL_sk_X509_num(const STACK_OF(X509) *sk) { return sk_X509_num(sk); }
+static inline X509 *COpenSSL_sk_X509_value(const STACK_OF(X509) *sk, int i) { return sk_X509_value(sk, i); }
+/* A passphrase callback that always fails: encrypted keys are an error, never a terminal prompt. */
+static inline int COpenSSL_no_passphrase_cb(char *buf, int size, int rwflag, void *u) {
+    (void)buf; (void)size; (void)rwflag; (void)u;
+    return 0;
+}
+static inline pem_password_cb *COpenSSL_no_passphrase(void) { return COpenSSL_no_passphrase_cb; }
 #endif

@@ -8,7 +8,8 @@ struct AppCheckGatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appcheck-gateway",
         abstract: "A reverse proxy that verifies Firebase App Check tokens before forwarding requests.",
-        subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Verify.self, Healthcheck.self],
+        subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Verify.self, Healthcheck.self,
+                      ATSCheck.self],
         defaultSubcommand: Serve.self
     )
 }
