@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Gateway
 
 // MARK: Fixtures
@@ -54,13 +55,16 @@ private func expectSingleError(_ yaml: String, line: Int, column: Int, _ fragmen
     #expect(error.message.contains(fragment), "\(error)", sourceLocation: sourceLocation)
 }
 
-/// A directory with readable `cert.pem`, `key.pem` and `ca.pem`, removed by the caller.
-private func makeTLSFiles() throws -> URL {
+/// A directory with a real self-signed `cert.pem` (RSA 2048, SHA-256), its `key.pem` and `ca.pem`, made by
+/// the `openssl` CLI; removed by the caller. `bits`/`digest` make certificates ATS refuses.
+func makeTLSFiles(bits: Int = 2048, digest: String = "sha256") throws -> URL {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-tests-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    for name in ["cert.pem", "key.pem", "ca.pem"] {
-        try Data("not parsed by the loader\n".utf8).write(to: directory.appendingPathComponent(name))
-    }
+    let cert = directory.appendingPathComponent("cert.pem").path, key = directory.appendingPathComponent("key.pem").path
+    let r = try Run.command("openssl", ["req", "-x509", "-newkey", "rsa:\(bits)", "-nodes", "-keyout", key, "-out", cert,
+                                        "-days", "30", "-subj", "/CN=localhost", "-\(digest)"])
+    guard r.status == 0 else { throw HarnessError("openssl req failed: \(r.stderr)") }
+    try FileManager.default.copyItem(atPath: cert, toPath: directory.appendingPathComponent("ca.pem").path)
     return directory
 }
 
@@ -606,4 +610,31 @@ routes:                                # first match wins, in file order
     let all = try #require(lines.first { $0.hasPrefix("  all") })
     #expect(all.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             == ["all", "/*", "*", "api", "http://127.0.0.1:3000", "monitor", "no", "10MiB"])
+}
+
+@Test func certificateATSWouldRefuseIsAnErrorAtTheCertificateValue() throws {
+    let weak = try makeTLSFiles(bits: 1024, digest: "sha1")
+    defer { try? FileManager.default.removeItem(at: weak) }
+    let yaml = """
+    server:
+      tls:
+        certificate: \(weak.path)/cert.pem
+        private_key: \(weak.path)/key.pem
+    app_check:
+      project_number: "1"
+    upstreams:
+      api:
+        url: http://127.0.0.1:3000
+    routes:
+      - name: r
+        prefix: /
+        upstream: api
+    """
+    guard case .failure(let errors) = ConfigLoader.load(yaml: yaml, path: "weak.yaml", environment: [:], cores: 1) else {
+        Issue.record("a 1024-bit SHA-1 certificate must be refused")
+        return
+    }
+    let texts = errors.errors.map(\.description)
+    #expect(texts.contains { $0.hasPrefix("weak.yaml:3:18:") && $0.contains("1024") }, "\(texts)")
+    #expect(texts.contains { $0.hasPrefix("weak.yaml:3:18:") && $0.lowercased().contains("sha-1") || $0.lowercased().contains("sha1") }, "\(texts)")
 }

@@ -144,6 +144,13 @@ extension ConfigDecoder {
                 error(value, "invalid value '\(text)' for server.tls.min_version: expected \"1.2\" or \"1.3\"")
             }
         }
+        // SPEC §8: a certificate App Transport Security would refuse is a configuration error, reported at
+        // the `certificate:` value (RSA < 2048, EC < 256, SHA-1, expired, key not matching).
+        if !certificate.isEmpty && !privateKey.isEmpty, let value = f.value("certificate") {
+            for problem in CertificateAudit.problems(certificatePath: certificate, privateKeyPath: privateKey) {
+                error(value, "\(problem.file): \(problem.message)")
+            }
+        }
         let tls = TLSSettings(listen: addresses.map(\.0), certificatePath: certificate,
                               privateKeyPath: privateKey, minVersion: minVersion)
         return (tls, addresses)

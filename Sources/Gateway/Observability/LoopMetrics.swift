@@ -26,6 +26,7 @@ struct LoopMetrics: Sendable {
     var upstreamErrors: [UpstreamErrorKey: Int] = [:]
     var connectionsActive = 0
     var connectionsIdle = 0
+    var tlsHandshakeFailures = 0
 
     struct UpstreamErrorKey: Hashable, Sendable {
         var upstream: String
@@ -50,6 +51,7 @@ struct LoopMetrics: Sendable {
         for (k, v) in other.upstreamErrors { upstreamErrors[k, default: 0] += v }
         connectionsActive += other.connectionsActive
         connectionsIdle += other.connectionsIdle
+        tlsHandshakeFailures += other.tlsHandshakeFailures
     }
 }
 

@@ -83,6 +83,8 @@ final class MetricsCollector: Sendable {
         t.sample("gateway_connections", [("state", "open")], openConnections)
         t.sample("gateway_connections", [("state", "active")], m.connectionsActive)
         t.sample("gateway_connections", [("state", "idle")], m.connectionsIdle)
+        t.family("gateway_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out.")
+        t.sample("gateway_tls_handshake_failures_total", [], m.tlsHandshakeFailures)
         for source in extra { source(&t) }
         return t.text
     }

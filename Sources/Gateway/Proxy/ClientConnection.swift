@@ -45,8 +45,20 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     /// The connection is in the worker's table until `close()`.
     var registered = false
 
-    init(fd: Int32, peer: SocketAddress, worker: Worker) {
+    /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
+    enum Transport {
+        case plain
+        case tls(TLSStream)
+    }
+
+    let transport: Transport
+    private var handshaking = false
+    /// `X-Forwarded-Proto` of this connection.
+    var scheme: String { if case .tls = transport { return "https" }; return "http" }
+
+    init(fd: Int32, peer: SocketAddress, worker: Worker, transport: Transport = .plain) {
         self.fd = fd
+        self.transport = transport
         self.peer = peer
         self.worker = worker
         inBuf = worker.emptyBuffer
@@ -59,16 +71,62 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     func handleEvent(_ events: UInt32) {
         if phase == .closed { return }
         if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
+        if case .tls(let stream) = transport {
+            // A TLS record may need the other direction (a read that must write, a write that must read):
+            // on any event, try both.
+            if handshaking { continueHandshake(stream); return }
+            if readPaused { readPending = true } else { readFromSocket() }
+            if phase != .closed { flush() }
+            return
+        }
         if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             if readPaused { readPending = true } else { readFromSocket() }
         }
         if phase != .closed && events & EventLoop.writable != 0 { flush() }
     }
 
-    /// Starts serving: the idle timer runs until the first byte.
+    /// Starts serving: the idle timer runs until the first byte (for TLS: the handshake must finish within
+    /// `header_timeout`).
     func start() {
+        if case .tls(let stream) = transport {
+            handshaking = true
+            armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.headerTimeout))
+            continueHandshake(stream)
+            return
+        }
         armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
         readFromSocket()
+    }
+
+    private func continueHandshake(_ stream: TLSStream) {
+        switch stream.handshake() {
+        case .done:
+            handshaking = false
+            armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+            readFromSocket()
+        case .wantRead, .wantWrite:
+            return
+        case .failed:
+            worker.countTLSHandshakeFailure()
+            abort()
+        }
+    }
+
+    /// Reads through the transport (TLS decrypts; a short result still means drained).
+    @inline(__always)
+    private func transportRead(max: Int) -> IOResult {
+        switch transport {
+        case .plain: return Socket.read(fd, into: inBuf, max: max)
+        case .tls(let stream): return stream.read(into: inBuf, max: max)
+        }
+    }
+
+    @inline(__always)
+    private func transportWrite() -> IOResult {
+        switch transport {
+        case .plain: return Socket.write(fd, from: outBuf)
+        case .tls(let stream): return stream.write(from: outBuf)
+        }
     }
 
     private func readFromSocket() {
@@ -77,7 +135,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         borrowScratch()
         defer { returnScratch() }
         while phase != .closed && !readPaused && !inputClosed {
-            switch Socket.read(fd, into: inBuf, max: Self.readSize) {
+            switch transportRead(max: Self.readSize) {
             case .processed(let n):
                 processInput()
                 // Short read = drained, unless the peer closed too: the EOF gets no edge of its own.
@@ -292,7 +350,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         ex.pool = pool
         let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: "http")
+            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: scheme)
         if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
         ex.upstreamStart = worker.loop.now
         phase = ex.requestDone ? .waiting : .body
@@ -526,7 +584,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     func flush() {
         guard phase != .closed else { return }
         if !outBuf.isEmpty {
-            switch Socket.write(fd, from: outBuf) {
+            switch transportWrite() {
             case .processed, .wouldBlock: break
             case .eof, .error:
                 abort()
@@ -561,7 +619,9 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             worker.loop.schedule(timer, at: deadline)
             return
         }
-        if phase == .head && headStarted {
+        if handshaking {
+            abort()
+        } else if phase == .head && headStarted {
             respondDirect(status: 408, code: "request_timeout", reason: "header_timeout", method: "-", path: "-", close: true)
         } else if phase == .head {
             close()
@@ -591,6 +651,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         phase = .closed
         worker.loop.cancel(timer)
         worker.loop.deregister(fd)
+        if case .tls(let stream) = transport, !handshaking { stream.shutdown() }
         Socket.close(fd)
         worker.connectionClosed(self)
     }

@@ -21,6 +21,8 @@ public final class GatewayServer: @unchecked Sendable {
     private let replayStore = Mutex<ReplayStore?>(nil)
     /// The addresses the public listeners are bound to, in config order (port 0 resolved).
     public private(set) var listenAddresses: [SocketAddress] = []
+    /// The addresses the TLS listeners are bound to.
+    public private(set) var tlsListenAddresses: [SocketAddress] = []
     /// The admin listener's bound address.
     public private(set) var adminAddress: SocketAddress?
 
@@ -56,6 +58,21 @@ public final class GatewayServer: @unchecked Sendable {
                 }
                 listenAddresses.append(address)
             }
+            if let tls = settings.server.tls {
+                let context = try Self.makeTLSContext(tls)
+                for w in workers { w.tlsContext = context }
+                for hp in tls.listen {
+                    guard var address = try SocketAddress.resolve(host: hp.host, port: hp.port).first else {
+                        throw SocketError("resolve \(hp)", errno: 0)
+                    }
+                    for (i, worker) in workers.enumerated() {
+                        let fd = try Socket.listen(address)
+                        if i == 0, let bound = Socket.localAddress(fd) { address = bound }
+                        try worker.addListener(fd: fd, secure: true)
+                    }
+                    tlsListenAddresses.append(address)
+                }
+            }
             if let admin = settings.server.adminListen {
                 guard let address = try SocketAddress.resolve(host: admin.host, port: admin.port).first else {
                     throw SocketError("resolve \(admin)", errno: 0)
@@ -79,6 +96,7 @@ public final class GatewayServer: @unchecked Sendable {
         state.withLock { $0 = .running }
         logSink.info("listening", [
             ("listen", .strings(listenAddresses.map(\.description))),
+            ("tls_listen", .strings(tlsListenAddresses.map(\.description))),
             ("admin", adminAddress.map { .string($0.description) } ?? .null),
             ("threads", .int(threads)),
         ])
@@ -96,10 +114,17 @@ public final class GatewayServer: @unchecked Sendable {
         if new.routes.contains(where: \.replayProtection) && replayStore.withLock({ $0 == nil }) {
             try attachReplayStore(new.replay, running: true)
         }
+        // Certificates are re-read on every reload; connections keep the context they started with.
+        var context: TLSServerContext?
+        if let tls = new.server.tls { context = try Self.makeTLSContext(tls) }
         currentSettings.withLock { $0 = new }
         logSink.setLevel(new.server.logLevel)
+        let newContext = Unchecked(context)
         for w in workers {
-            w.loop.execute { [w] in w.apply(runtime) }
+            w.loop.execute { [w] in
+                w.apply(runtime)
+                if let c = newContext.value { w.tlsContext = c }
+            }
         }
         logSink.info("configuration reloaded", [("routes", .int(new.routes.count)), ("file", .string(new.sourcePath))])
     }
@@ -126,6 +151,18 @@ public final class GatewayServer: @unchecked Sendable {
         replayStore.withLock { $0?.close() }
         state.withLock { $0 = .stopped }
         logSink.info("stopped", [("dropped_connections", .int(left))])
+    }
+
+    /// ALPN protocols the TLS listeners offer.
+    static let alpn = ["http/1.1"]
+
+    static func makeTLSContext(_ tls: TLSSettings) throws -> TLSServerContext {
+        do {
+            return try TLSServerContext(certificatePath: tls.certificatePath, privateKeyPath: tls.privateKeyPath,
+                                        minimumVersion: tls.minVersion == "1.3" ? .tls13 : .tls12, alpnProtocols: alpn)
+        } catch {
+            throw SocketError("TLS: \(error.message)", errno: 0)
+        }
     }
 
     /// Makes the replay store and gives every loop its client (on the loop's own thread once loops run).

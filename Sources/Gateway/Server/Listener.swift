@@ -5,18 +5,21 @@ import Glibc
 final class Listener: EventHandler {
     let fd: Int32
     unowned let worker: Worker
+    /// A TLS listener: connections start with a handshake (the worker's current TLS context).
+    let secure: Bool
     private var closed = false
 
-    init(fd: Int32, worker: Worker) {
+    init(fd: Int32, worker: Worker, secure: Bool) {
         self.fd = fd
         self.worker = worker
+        self.secure = secure
     }
 
     func handleEvent(_ events: UInt32) {
         var n = 0
         while !closed && n < 64, let (c, peer) = Socket.accept(fd) {
             n += 1
-            worker.accepted(fd: c, peer: peer)
+            worker.accepted(fd: c, peer: peer, secure: secure)
         }
     }
 

@@ -20,6 +20,8 @@ final class Worker: @unchecked Sendable {
     private(set) var keys: LoopKeys?
     var keyProvider: KeyRefetching?
     var replayClient: ReplayClient?
+    /// The TLS context for new connections on TLS listeners; replaced on reload (SIGHUP re-reads the files).
+    var tlsContext: TLSServerContext?
     var metrics = LoopMetrics()
     private(set) var draining = false
     private var logBuffer = IOBuffer(capacity: 16 * 1024)
@@ -60,13 +62,13 @@ final class Worker: @unchecked Sendable {
 
     // MARK: listeners and connections
 
-    func addListener(fd: Int32) throws {
-        let l = Listener(fd: fd, worker: self)
+    func addListener(fd: Int32, secure: Bool = false) throws {
+        let l = Listener(fd: fd, worker: self, secure: secure)
         try loop.register(fd, l, interest: EventLoop.readable)
         listeners.append(l)
     }
 
-    func accepted(fd: Int32, peer: SocketAddress) {
+    func accepted(fd: Int32, peer: SocketAddress, secure: Bool) {
         let limit = runtime.settings.server.limits.maxConnections
         if shared.openConnections.add(1, ordering: .relaxed).newValue > limit {
             shared.openConnections.subtract(1, ordering: .relaxed)
@@ -74,7 +76,16 @@ final class Worker: @unchecked Sendable {
             return
         }
         Socket.setNoDelay(fd)
-        let conn = ClientConnection(fd: fd, peer: peer, worker: self)
+        var transport = ClientConnection.Transport.plain
+        if secure {
+            guard let context = tlsContext, let stream = try? context.makeStream(fd: fd) else {
+                shared.openConnections.subtract(1, ordering: .relaxed)
+                Socket.close(fd)
+                return
+            }
+            transport = .tls(stream)
+        }
+        let conn = ClientConnection(fd: fd, peer: peer, worker: self, transport: transport)
         do { try loop.register(fd, conn) } catch {
             shared.openConnections.subtract(1, ordering: .relaxed)
             Socket.close(fd)
@@ -205,6 +216,8 @@ final class Worker: @unchecked Sendable {
         r.durationSum += seconds
         r.durationCount += 1
     }
+
+    func countTLSHandshakeFailure() { metrics.tlsHandshakeFailures += 1 }
 
     func countUpstreamError(_ ex: Exchange, _ kind: UpstreamFailure) {
         metrics.upstreamErrors[.init(upstream: ex.pool?.settings.name ?? "", kind: kind.rawValue), default: 0] += 1
