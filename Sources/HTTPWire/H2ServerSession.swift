@@ -213,6 +213,19 @@ public final class H2ServerSession {
     /// Number of streams with state in this session (open or half-closed).
     public var activeStreamCount: Int { streams.count }
 
+    /// Ends the session without a goodbye (the connection is closing): every stream the delegate knows of
+    /// gets `didResetStream(.cancel)`, then nghttp2's state is freed. Later calls do nothing. (Closing the
+    /// connection without this is fine too; the delegate then cleans up its streams itself.)
+    public func close() {
+        guard let session else { return }
+        closeReason = closeReason ?? "closed"
+        let open = streams.values.filter(\.announced).map(\.id).sorted()
+        streams.removeAll()
+        self.session = nil
+        nghttp2_session_del(session)
+        for id in open { delegate?.h2(self, didResetStream: id, errorCode: .cancel) }
+    }
+
     // MARK: - Flow control of request bodies
 
     /// Says that `bytes` body bytes of `streamID` delivered by `didReceiveData` were forwarded (or
@@ -400,32 +413,33 @@ public final class H2ServerSession {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             guard let frame, let me = H2ServerSession.from(user) else { return 0 }
             me.onBeginHeaders(frame.pointee)
-            return 0
+            return me.callbackResult
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, let me = H2ServerSession.from(user) else { return 0 }
             me.onHeader(frame.pointee, UnsafeRawBufferPointer(start: name, count: nameLength),
                         UnsafeRawBufferPointer(start: value, count: valueLength))
-            return 0
+            return me.callbackResult
         }
         nghttp2_session_callbacks_set_on_invalid_header_callback(callbacks) { _, frame, _, _, _, _, _, user in
             guard let frame, let me = H2ServerSession.from(user) else { return 0 }
             if let stream = me.streams[frame.pointee.hd.stream_id] { me.reject(stream) }
-            return 0
+            return me.callbackResult
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
             guard let frame, let me = H2ServerSession.from(user) else { return 0 }
             me.onFrameReceived(frame.pointee)
-            return 0
+            return me.callbackResult
         }
         nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks) { _, _, _, user in
-            H2ServerSession.from(user)?.glitch("invalid_frame")
-            return 0
+            guard let me = H2ServerSession.from(user) else { return 0 }
+            me.glitch("invalid_frame")
+            return me.callbackResult
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
             guard let me = H2ServerSession.from(user) else { return 0 }
             me.onData(streamID, UnsafeRawBufferPointer(start: data, count: length))
-            return 0
+            return me.callbackResult
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in
             H2ServerSession.from(user)?.onStreamClose(streamID, H2ErrorCode(rawValue: errorCode))
@@ -436,6 +450,12 @@ public final class H2ServerSession {
             me.onFrameSent(frame.pointee)
             return 0
         }
+    }
+
+    /// What receive-side callbacks return: once the session is terminated, stop nghttp2 from processing
+    /// the rest of the input (a flood buffer would otherwise still be parsed and answered).
+    private var callbackResult: Int32 {
+        closeReason == nil ? 0 : Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
     }
 
     private static let readCallback: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in

@@ -50,6 +50,48 @@ struct H2SessionTests {
         #expect(!server.isFinished)
     }
 
+    @Test func byteByByteEqualsAllAtOnce() throws {
+        let client = H2TestClient()
+        let body = pattern(3000)
+        let id = client.request([(":method", "POST"), (":scheme", "https"), (":authority", "a"), (":path", "/p"),
+                                 ("content-length", "3000"), ("x-a", "1")], body: body)
+        let bytes = client.output()
+        let whole = H2Recorder()
+        let wholeServer = H2ServerSession(delegate: whole)
+        #expect(bytes.withUnsafeBytes { wholeServer.receive($0) } == .ok)
+        let single = H2Recorder()
+        let singleServer = H2ServerSession(delegate: single)
+        for byte in bytes {
+            #expect([byte].withUnsafeBytes { singleServer.receive($0) } == .ok)
+        }
+        #expect(whole.heads[id] != nil)
+        #expect(whole.heads[id] == single.heads[id])
+        #expect(whole.bodies[id] == body)
+        #expect(single.bodies[id] == body)
+        #expect(single.ended == [id])
+    }
+
+    @Test func sendRespectsMaxBytes() throws {
+        let recorder = H2Recorder()
+        recorder.onRequest = { s, id, _, _ in
+            s.sendResponseHead(streamID: id, status: 200, headers: [], endStream: false)
+            s.sendData(streamID: id, pattern(60_000), endStream: true)
+        }
+        let server = H2ServerSession(delegate: recorder)
+        let client = H2TestClient()
+        client.request(getHeaders)
+        _ = client.output().withUnsafeBytes { server.receive($0) }
+        var out: [UInt8] = []
+        let n = server.send(into: &out, maxBytes: 1000)
+        #expect(n == out.count)
+        #expect(n >= 1000 && n < 1000 + 16_384 + 9)
+        #expect(server.wantsWrite)
+        server.send(into: &out)
+        #expect(!server.wantsWrite)
+        client.input(out)
+        #expect(client.responses[1]?.body == pattern(60_000))
+    }
+
     @Test func hostHeaderWithoutAuthorityAndMismatch() throws {
         let recorder = H2Recorder()
         let server = H2ServerSession(delegate: recorder)
@@ -448,11 +490,11 @@ struct H2SessionTests {
         var output: [UInt8] = []
         var input = RawFrame.clientStart
         var statuses: [H2Status] = []
-        for i in 0..<2000 {
+        for i in 0..<5000 {
             let id = Int32(2 * i + 1)
             input += RawFrame.make(RawFrame.headers, flags: RawFrame.endHeaders, stream: id, RawFrame.getBlock)
             input += RawFrame.make(RawFrame.rstStream, stream: id, RawFrame.uint32(H2ErrorCode.cancel.rawValue))
-            if input.count > 4096 || i == 1999 {
+            if input.count > 4096 || i == 4999 {
                 statuses.append(input.withUnsafeBytes { server.receive($0) })
                 input.removeAll()
                 output += drain(server)
@@ -460,11 +502,11 @@ struct H2SessionTests {
             }
         }
         let code = RawFrame.goAwayCode(output)
-        #expect(code != nil && code != 0)
+        #expect(code == H2ErrorCode.internalError.rawValue) // what nghttp2 1.52 (Debian backport) sends
         #expect(server.isFinished)
-        // 1000 tokens of burst plus 33/s regenerated while the test runs.
+        // 1000 tokens of burst plus 33/s regenerated while the test runs (5000 leaves room for a slow machine).
         #expect(recorder.requestOrder.count >= 1000)
-        #expect(recorder.requestOrder.count < 2000)
+        #expect(recorder.requestOrder.count < 5000)
     }
 
     @Test func continuationFloodIsAConnectionError() {
@@ -516,6 +558,36 @@ struct H2SessionTests {
         #expect(!server.wantsRead)
         // More input is refused.
         #expect(frame.withUnsafeBytes { server.receive($0) } != .ok)
+    }
+
+    @Test func floodInOneReadStopsProcessingAtTheLimit() {
+        let recorder = H2Recorder()
+        let server = H2ServerSession(delegate: recorder)
+        var input = RawFrame.clientStart
+        for _ in 0..<5000 { input += RawFrame.make(RawFrame.ping, [0, 0, 0, 0, 0, 0, 0, 1]) }
+        #expect(input.withUnsafeBytes { server.receive($0) } == .closeConnection(reason: "ping_flood"))
+        let frames = RawFrame.parse(drain(server))
+        // At most the allowed PINGs were answered, then GOAWAY.
+        #expect(frames.filter { $0.type == RawFrame.ping }.count <= 100)
+        #expect(frames.last?.type == RawFrame.goAway)
+        #expect(server.isFinished)
+    }
+
+    @Test func closeReportsOpenStreams() {
+        let recorder = H2Recorder()
+        let server = H2ServerSession(delegate: recorder)
+        let client = H2TestClient()
+        let a = client.request(getHeaders)
+        let b = client.request(getHeaders)
+        pump(client, server)
+        server.sendResponseHead(streamID: a, status: 200, headers: [], endStream: true)
+        pump(client, server)
+        server.close()
+        #expect(recorder.closed == [a])
+        #expect(recorder.resets == [b: .cancel])
+        #expect(server.isFinished)
+        #expect(server.receive(UnsafeRawBufferPointer(start: nil, count: 0)) != .ok)
+        server.close()
     }
 
     @Test func controlFramesRefillOverTime() {
