@@ -86,7 +86,7 @@ import TestSupport
         let hdr = "{\"alg\":\"RS256\",\"kid\":\"\(issuer.kid)\",\"typ\":\"JWT\"}"
         let iss = "https://firebaseappcheck.googleapis.com/\(Self.projectNumber)"
         let aud = "[\"projects/\(Self.projectNumber)\",\"projects/\(Self.projectId)\"]"
-        func claims(iss i: String = iss, sub: String = appId, aud a: String = aud, exp: Int? = nil, iat: Int? = nil, extra: String = "") -> String {
+        func claims(iss i: String = iss, sub: String = AppCheckEndToEndTests.appId, aud a: String = aud, exp: Int? = nil, iat: Int? = nil, extra: String = "") -> String {
             "{\"iss\":\"\(i)\",\"sub\":\"\(sub)\",\"aud\":\(a),\"exp\":\(exp ?? now + 3600),\"iat\":\(iat ?? now)\(extra)}"
         }
         let valid = try issuer.mint(appId: Self.appId)

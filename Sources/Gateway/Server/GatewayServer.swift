@@ -19,6 +19,7 @@ public final class GatewayServer: @unchecked Sendable {
     /// The replay store, made at start when a route asks for replay protection (or at the first reload that
     /// adds one). Its settings are read once; changing `replay:` needs a restart.
     private let replayStore = Mutex<ReplayStore?>(nil)
+    private var keyProvider: KeySetProvider?
     /// The addresses the public listeners are bound to, in config order (port 0 resolved).
     public private(set) var listenAddresses: [SocketAddress] = []
     /// The addresses the TLS listeners are bound to.
@@ -89,6 +90,7 @@ public final class GatewayServer: @unchecked Sendable {
             throw error
         }
         if settings.routes.contains(where: \.replayProtection) { try attachReplayStore(settings.replay, running: false) }
+        attachKeySet(settings.appCheck.jwks)
         for loop in loops {
             exited.enter()
             loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
@@ -148,6 +150,7 @@ public final class GatewayServer: @unchecked Sendable {
         if let admin = adminListener { loops[0].execute { admin.close() } }
         for loop in loops { loop.stop() }
         exited.wait()
+        keyProvider?.stop()
         replayStore.withLock { $0?.close() }
         state.withLock { $0 = .stopped }
         logSink.info("stopped", [("dropped_connections", .int(left))])
@@ -162,6 +165,35 @@ public final class GatewayServer: @unchecked Sendable {
                                         minimumVersion: tls.minVersion == "1.3" ? .tls13 : .tls12, alpnProtocols: alpn)
         } catch {
             throw SocketError("TLS: \(error.message)", errno: 0)
+        }
+    }
+
+    /// Starts fetching the key set (on its own thread); each new snapshot is posted into every loop, which
+    /// reads it without a lock. Its settings (`app_check.jwks`) are read once, at start.
+    private func attachKeySet(_ jwks: JWKSSettings) {
+        let provider = KeySetProvider(settings: jwks, log: logSink)
+        keyProvider = provider
+        let loops = workers.map { Unchecked($0) }
+        for w in workers { w.keyProvider = provider }
+        provider.subscribe { snapshot in
+            let keys = LoopKeys(set: snapshot.set,
+                                usableUntil: snapshot.fetchedAt.timeIntervalSince1970 + snapshot.lifetime + snapshot.maxStale)
+            for w in loops { w.value.loop.execute { w.value.setKeys(keys) } }
+        }
+        provider.start()
+        addReadinessCheck {
+            let status = provider.status
+            return status.isReady ? nil : "jwks: " + (status.lastError ?? "no usable key set yet")
+        }
+        metricsCollector.addSource { t in
+            let status = provider.status
+            t.family("appcheck_jwks_fetches_total", "counter", "Key-set fetches by result.")
+            t.sample("appcheck_jwks_fetches_total", [("result", "success")], status.successfulFetches)
+            t.sample("appcheck_jwks_fetches_total", [("result", "error")], status.failedFetches)
+            t.family("appcheck_jwks_keys", "gauge", "Usable keys in the current key set.")
+            t.sample("appcheck_jwks_keys", [], status.keyCount)
+            t.family("appcheck_jwks_age_seconds", "gauge", "Seconds since the current key set was fetched.")
+            t.sample("appcheck_jwks_age_seconds", [], status.ageSeconds ?? 0)
         }
     }
 
