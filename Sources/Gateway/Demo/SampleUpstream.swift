@@ -81,6 +81,7 @@ private final class SampleConnection: EventHandler {
     var closed = false
     var closeAfter = false
     var hanging = false
+    var generating = false
     var timer: LoopTimer?
 
     init(fd: Int32, upstream: SampleUpstream) {
@@ -168,6 +169,9 @@ private final class SampleConnection: EventHandler {
 
     private func finishRequest(_ h: HTTPRequestHead) {
         head = nil
+        // While the answer is being generated a flush must not close the connection under it.
+        generating = true
+        defer { generating = false }
         let path = h.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? h.target
         let parts = path.split(separator: "/").map(String.init)
         if echo {
@@ -236,7 +240,7 @@ private final class SampleConnection: EventHandler {
         guard !closed else { return }
         switch Socket.write(fd, from: outBuf) {
         case .processed, .wouldBlock:
-            if outBuf.isEmpty && closeAfter && head == nil && !hanging { close() }
+            if outBuf.isEmpty && closeAfter && head == nil && !hanging && !generating { close() }
         case .eof, .error: close()
         }
     }

@@ -112,14 +112,17 @@ public final class KeySetProvider: @unchecked Sendable {
     /// A token carried a `kid` the current set lacks. Cheap and non-blocking (two atomics and an `eventfd`
     /// write), safe from any thread: at most one refetch per `unknown_kid_refresh_interval`, however many
     /// requests carry unknown kids.
-    public func unknownKid(_ kid: String) {
+    /// Returns true when this call started a refetch (the caller may wait for the next snapshot).
+    @discardableResult
+    public func unknownKid(_ kid: String) -> Bool {
         let now = CSystemShims_monotonic_ns()
         let last = lastKidRequest.load(ordering: .relaxed)
         let interval = UInt64(max(0, settings.unknownKidRefreshInterval) * 1e9)
-        if last != 0 && now &- last < interval { return }
-        guard lastKidRequest.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
+        if last != 0 && now &- last < interval { return false }
+        guard lastKidRequest.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return false }
         kidRequested.store(true, ordering: .releasing)
         wake()
+        return true
     }
 
     /// Registers `callback` for every new snapshot (called on the fetch thread) and calls it once at once with
@@ -285,7 +288,7 @@ public final class KeySetProvider: @unchecked Sendable {
 
     private func loadCacheFile() {
         guard let cacheFile else { return }
-        let fields: [(String, JSONValue)] = [("jwks.cache_file", .string(cacheFile.path))]
+        let fields: [(String, LogValue)] = [("jwks.cache_file", .string(cacheFile.path))]
         do {
             guard let (bytes, modified) = try cacheFile.read() else {
                 log.info("jwks cache file absent", fields)

@@ -141,8 +141,17 @@ public final class GatewayServer: @unchecked Sendable {
         }
         guard proceed else { return }
         let grace = grace ?? settings.server.limits.shutdownGrace
+        // Every loop closes its listeners before we say so: from the "draining" line on, connects are refused.
+        let closed = DispatchGroup()
+        for w in workers {
+            closed.enter()
+            w.loop.execute { [w] in
+                w.beginDrain()
+                closed.leave()
+            }
+        }
+        _ = closed.wait(timeout: .now() + 2)
         logSink.info("draining", [("grace_seconds", .double(grace)), ("connections", .int(openConnections))])
-        for w in workers { w.loop.execute { [w] in w.beginDrain() } }
         let deadline = Date().addingTimeInterval(grace)
         while openConnections > 0 && Date() < deadline { usleep(10_000) }
         let left = openConnections
