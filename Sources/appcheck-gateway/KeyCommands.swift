@@ -38,6 +38,11 @@ struct Mint: ParsableCommand {
     @Option(help: "Lifetime, e.g. 1h, 30m (default 1h; 5m with --limited-use).") var ttl: String?
     @Flag(name: .customLong("limited-use"), help: "A limited-use token: 5-minute lifetime and a random jti.") var limitedUse = false
     @Option(help: "Key id (default: derived from the key, as keygen does).") var kid: String?
+    @Option(help: "How many tokens to print, one per line (each with its own jti when --limited-use).") var count: Int = 1
+
+    func validate() throws {
+        guard count >= 1 && count <= 10_000_000 else { throw ValidationError("--count must be between 1 and 10000000") }
+    }
 
     func run() throws {
         let lifetime: Double
@@ -56,11 +61,20 @@ struct Mint: ParsableCommand {
         }
         do {
             let k = try SigningKeys.load(keyPath: key)
-            let token = try TokenMinter.mint(
-                key: k, kid: kid ?? SigningKeys.defaultKid(for: k), projectNumber: projectNumber, projectId: projectId,
-                appId: appId, issuedAt: Int(Date().timeIntervalSince1970), ttl: Int(lifetime),
-                jti: limitedUse ? SigningKeys.randomJTI() : nil)
-            print(token)
+            let id = kid ?? SigningKeys.defaultKid(for: k)
+            let issuedAt = Int(Date().timeIntervalSince1970)
+            var out = ""
+            for i in 0..<count {
+                // Distinct tokens even without --limited-use: the jti-less ones differ in iat and exp.
+                let skew = limitedUse ? 0 : i % 600
+                let token = try TokenMinter.mint(
+                    key: k, kid: id, projectNumber: projectNumber, projectId: projectId, appId: appId,
+                    issuedAt: issuedAt - skew, ttl: max(60, Int(lifetime) + skew - i / 600),
+                    jti: limitedUse ? SigningKeys.randomJTI() : nil)
+                out += token + "\n"
+                if out.utf8.count > 1 << 20 { print(out, terminator: ""); out = "" }
+            }
+            print(out, terminator: "")
         } catch {
             printError("appcheck-gateway: mint: \(error)")
             throw ExitCode(1)
