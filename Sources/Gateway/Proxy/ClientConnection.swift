@@ -272,41 +272,24 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         if !head.keepAlive || worker.draining { closeAfterResponse = true }
         let requestId = worker.requestId(from: head.headers)
 
-        let target: RequestTarget
-        switch RequestTarget.parse(head.target) {
-        case .success(let t): target = t
-        case .failure(.invalid(let why)):
-            respondDirect(status: 400, code: "bad_request", reason: why, method: head.method, path: "-",
-                          requestId: requestId, close: true)
+        let ex: Exchange, target: RequestTarget, route: RouteSettings
+        switch RequestAdmission.prepare(head, runtime: runtime, requestId: requestId, now: now) {
+        case .admitted(let e, let t, let r):
+            (ex, target, route) = (e, t, r)
+        case .refused(let refusal):
+            if let e = refusal.exchange {
+                exchange = e
+                cancelTimer()
+                respondError(e, status: refusal.status, code: refusal.code, reason: refusal.reason,
+                             close: head.framing != .none || refusal.status == 413)
+            } else {
+                respondDirect(status: refusal.status, code: refusal.code, reason: refusal.reason, method: head.method,
+                              path: refusal.path, requestId: requestId, close: head.framing != .none || refusal.status == 400)
+            }
             return
         }
-        guard let routeIndex = runtime.router.match(method: head.method, path: target.path) else {
-            respondDirect(status: 404, code: "no_route", reason: "no_route", method: head.method, path: target.path,
-                          requestId: requestId, close: head.framing != .none)
-            return
-        }
-        let route = runtime.settings.routes[routeIndex]
-        let ex = Exchange(method: head.method, path: target.path, requestId: requestId, start: now,
-                          routeIndex: routeIndex, routeName: route.name, maxBodyBytes: route.maxBodyBytes)
-        ex.mode = route.enforcement.rawValue
         exchange = ex
         cancelTimer()
-
-        if route.enforcement != .off, let query = target.query, RequestTarget.queryHasToken(query) {
-            respondError(ex, status: 400, code: "app_check_token_in_url", reason: "token_in_url", close: head.framing != .none)
-            return
-        }
-        switch head.framing {
-        case .none: ex.requestBody = .none
-        case .contentLength(let n):
-            if n > route.maxBodyBytes {
-                respondError(ex, status: 413, code: "body_too_large", reason: "body_too_large", close: true)
-                return
-            }
-            ex.requestBody = n == 0 ? .none : .length(remaining: n)
-        case .chunked:
-            ex.requestBody = .chunked(ChunkedDecoder(limits: runtime.parserLimits))
-        }
 
         phase = .admitting
         worker.appCheck.evaluate(head: head, route: route) { [weak self] decision in
