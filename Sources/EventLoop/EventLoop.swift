@@ -73,6 +73,13 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Hands a registered descriptor to another handler (a connection switching protocol, e.g. to HTTP/2).
+    /// Edge-triggered: the new handler must read what is already pending without waiting for an event.
+    public func replaceHandler(_ fd: Int32, _ handler: EventHandler) {
+        let i = Int(fd)
+        if i < handlers.count { handlers[i] = handler }
+    }
+
     /// Changes the interest of a registered descriptor (listeners pause accepting this way).
     public func modify(_ fd: Int32, interest: UInt32) {
         _ = CSystemShims_epoll_ctl(epfd, CSystemShims_EPOLL_CTL_MOD, fd, interest)

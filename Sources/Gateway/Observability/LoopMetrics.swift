@@ -27,6 +27,8 @@ struct LoopMetrics: Sendable {
     var connectionsActive = 0
     var connectionsIdle = 0
     var tlsHandshakeFailures = 0
+    /// HTTP/2 connections closed for protocol errors or abuse, by reason.
+    var h2ConnectionErrors: [String: Int] = [:]
 
     struct UpstreamErrorKey: Hashable, Sendable {
         var upstream: String
@@ -52,6 +54,7 @@ struct LoopMetrics: Sendable {
         connectionsActive += other.connectionsActive
         connectionsIdle += other.connectionsIdle
         tlsHandshakeFailures += other.tlsHandshakeFailures
+        for (k, v) in other.h2ConnectionErrors { h2ConnectionErrors[k, default: 0] += v }
     }
 }
 

@@ -85,6 +85,11 @@ final class MetricsCollector: Sendable {
         t.sample("gateway_connections", [("state", "idle")], m.connectionsIdle)
         t.family("gateway_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out.")
         t.sample("gateway_tls_handshake_failures_total", [], m.tlsHandshakeFailures)
+        t.family("gateway_h2_connection_errors_total", "counter",
+                 "HTTP/2 connections closed with GOAWAY for protocol errors or abuse (floods, rapid reset), by reason.")
+        for reason in m.h2ConnectionErrors.keys.sorted() {
+            t.sample("gateway_h2_connection_errors_total", [("reason", reason)], m.h2ConnectionErrors[reason] ?? 0)
+        }
         for source in extra { source(&t) }
         return t.text
     }

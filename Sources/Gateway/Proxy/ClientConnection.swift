@@ -36,6 +36,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private var inputClosed = false
     private var peerHungUp = false
     private var processing = false
+    private var requestsSeen = 0
     private var closeAfterResponse = false
     private var clientVersionMinor = 1
     private(set) var exchange: Exchange?
@@ -102,6 +103,10 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         switch stream.handshake() {
         case .done:
             handshaking = false
+            if stream.negotiatedALPN == "h2" {
+                handOverToHTTP2(initial: UnsafeRawBufferPointer(start: nil, count: 0))
+                return
+            }
             armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
             readFromSocket()
         case .wantRead, .wantWrite:
@@ -222,6 +227,20 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             switch phase {
             case .head:
                 if inBuf.isEmpty { return }
+                if !headStarted && requestsSeen == 0 {
+                    // h2c with prior knowledge (RFC 9113 §3.3): the client preface instead of a request line.
+                    switch H2ServerSession.matchPreface(inBuf.readable) {
+                    case .match:
+                        let bytes = Array(inBuf.readable)
+                        inBuf.consume(inBuf.readableCount)
+                        bytes.withUnsafeBytes { handOverToHTTP2(initial: $0) }
+                        return
+                    case .needMoreBytes:
+                        return
+                    case .mismatch:
+                        break
+                    }
+                }
                 if !headStarted {
                     headStarted = true
                     armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.headerTimeout))
@@ -236,6 +255,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                     inBuf.consume(consumed)
                     parser.reset()
                     headStarted = false
+                    requestsSeen += 1
                     begin(head)
                 }
             case .body:
@@ -611,6 +631,13 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         } else {
             abort()
         }
+    }
+
+    /// This socket now speaks HTTP/2: the worker moves it to an `H2Connection` (same fd, same transport).
+    private func handOverToHTTP2(initial: UnsafeRawBufferPointer) {
+        phase = .closed
+        worker.loop.cancel(timer)
+        worker.handOver(self, initial: initial)
     }
 
     // MARK: shutdown

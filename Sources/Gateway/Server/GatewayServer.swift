@@ -166,7 +166,7 @@ public final class GatewayServer: @unchecked Sendable {
     }
 
     /// ALPN protocols the TLS listeners offer.
-    static let alpn = ["http/1.1"]
+    static let alpn = ["h2", "http/1.1"]
 
     static func makeTLSContext(_ tls: TLSSettings) throws -> TLSServerContext {
         do {

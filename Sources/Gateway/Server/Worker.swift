@@ -14,6 +14,7 @@ final class Worker: @unchecked Sendable {
     private(set) var runtime: Runtime
     private var pools: [UpstreamPool] = []
     private var clients: [ObjectIdentifier: ClientConnection] = [:]
+    private var h2Connections: [ObjectIdentifier: H2Connection] = [:]
     private var listeners: [Listener] = []
     private(set) var appCheck: AppCheckStep!
     /// This loop's view of the key set; replaced through `setKeys`.
@@ -105,6 +106,31 @@ final class Worker: @unchecked Sendable {
         Socket.close(fd)
     }
 
+    /// A connection negotiated HTTP/2 (ALPN `h2`, or the h2c preface): the same socket continues as an
+    /// `H2Connection`, counted once in `max_connections`.
+    func handOver(_ conn: ClientConnection, initial: UnsafeRawBufferPointer) {
+        guard conn.registered else { return }
+        conn.registered = false
+        clients.removeValue(forKey: ObjectIdentifier(conn))
+        let h2 = H2Connection(fd: conn.fd, peer: conn.peer, worker: self, transport: conn.transport)
+        h2.registered = true
+        h2Connections[ObjectIdentifier(h2)] = h2
+        loop.replaceHandler(conn.fd, h2)
+        if draining { h2.drain() }
+        h2.start(initial: initial)
+    }
+
+    func h2ConnectionClosed(_ conn: H2Connection) {
+        guard conn.registered else { return }
+        conn.registered = false
+        h2Connections.removeValue(forKey: ObjectIdentifier(conn))
+        shared.openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    func countH2ProtocolClose(_ reason: String) {
+        metrics.h2ConnectionErrors[reason, default: 0] += 1
+    }
+
     func connectionClosed(_ conn: ClientConnection) {
         guard conn.registered else { return }
         conn.registered = false
@@ -144,11 +170,13 @@ final class Worker: @unchecked Sendable {
         for l in listeners { l.close() }
         listeners.removeAll()
         for c in Array(clients.values) { c.drain() }
+        for c in Array(h2Connections.values) { c.drain() }
     }
 
     /// Drops every remaining connection (the grace period ran out).
     func forceClose() {
         for c in Array(clients.values) { c.abort() }
+        for c in Array(h2Connections.values) { c.abort() }
         for p in pools { p.retire() }
     }
 
@@ -184,6 +212,7 @@ final class Worker: @unchecked Sendable {
     func snapshotMetrics() -> LoopMetrics {
         var m = metrics
         for c in clients.values { if c.exchange != nil { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
+        for c in h2Connections.values { if c.isActive { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
         return m
     }
 

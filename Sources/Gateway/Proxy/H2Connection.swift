@@ -1,0 +1,221 @@
+import EventLoop
+import HTTPWire
+
+/// A downstream HTTP/2 connection (RFC 9113) over TLS (ALPN `h2`) or plain TCP (h2c with prior knowledge).
+/// nghttp2 (`H2ServerSession`) does the framing, flow control and abuse limits; each stream is an
+/// `H2StreamExchange` that goes through the same admission, App Check step and upstream pool as HTTP/1.1.
+///
+/// Backpressure: nghttp2's output is pulled only while the socket keeps up (`outBuf` under `highWater`);
+/// request DATA is acknowledged (`consume`) only once handed to the upstream, so a slow upstream slows the
+/// client through flow control.
+final class H2Connection: EventHandler, H2SessionDelegate {
+    static let highWater = 256 * 1024
+    static let readSize = 16 * 1024
+
+    let fd: Int32
+    unowned let worker: Worker
+    let peer: SocketAddress
+    let transport: ClientConnection.Transport
+    private(set) lazy var peerIP: String = peer.ipString
+    private var session: H2ServerSession!
+    private let inBuf = IOBuffer(capacity: 16 * 1024)
+    let outBuf = IOBuffer(capacity: 16 * 1024)
+    private(set) var streams: [Int32: H2StreamExchange] = [:]
+    private(set) var closed = false
+    private var peerHungUp = false
+    /// True while nghttp2 is delivering callbacks: frames are queued then, and flushed after.
+    private var inReceive = false
+    private var timer: LoopTimer!
+    private var idleDeadline: UInt64 = 0
+    var registered = false
+
+    var scheme: String { if case .tls = transport { return "https" }; return "http" }
+
+    init(fd: Int32, peer: SocketAddress, worker: Worker, transport: ClientConnection.Transport) {
+        self.fd = fd
+        self.peer = peer
+        self.worker = worker
+        self.transport = transport
+        let limits = H2Limits(parserLimits: worker.runtime.parserLimits)
+        session = H2ServerSession(limits: limits, delegate: self)
+        timer = LoopTimer { [weak self] in self?.timerFired() }
+    }
+
+    /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake).
+    func start(initial: UnsafeRawBufferPointer) {
+        armIdle()
+        if initial.count > 0 { feed(initial) }
+        if !closed { readFromSocket() }
+        if !closed { flush() }
+    }
+
+    var isActive: Bool { !streams.isEmpty }
+
+    // MARK: I/O
+
+    func handleEvent(_ events: UInt32) {
+        if closed { return }
+        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
+        readFromSocket()
+        if !closed { flush() }
+    }
+
+    private func readFromSocket() {
+        while !closed {
+            let result: IOResult
+            switch transport {
+            case .plain: result = Socket.read(fd, into: inBuf, max: Self.readSize)
+            case .tls(let stream): result = stream.read(into: inBuf, max: Self.readSize)
+            }
+            switch result {
+            case .processed(let n):
+                feed(inBuf.readable)
+                inBuf.clear()
+                if n < Self.readSize && !peerHungUp { return }
+            case .wouldBlock:
+                return
+            case .eof, .error:
+                close()
+                return
+            }
+        }
+    }
+
+    private func feed(_ bytes: UnsafeRawBufferPointer) {
+        inReceive = true
+        let status = session.receive(bytes)
+        inReceive = false
+        switch status {
+        case .ok:
+            break
+        case .closeConnection(let reason):
+            worker.countH2ProtocolClose(reason)
+            flush()
+            close()
+        }
+    }
+
+    /// Pulls frames from nghttp2 while the socket keeps up, writes them, and closes when the session is done.
+    /// Never called from inside a session callback (nghttp2 forbids re-entering `send`).
+    func flush() {
+        guard !closed, !inReceive else { return }
+        while true {
+            if outBuf.readableCount < Self.highWater {
+                session.send(maxBytes: Self.highWater - outBuf.readableCount) { outBuf.append($0) }
+            }
+            if outBuf.isEmpty { break }
+            let result: IOResult
+            switch transport {
+            case .plain: result = Socket.write(fd, from: outBuf)
+            case .tls(let stream): result = stream.write(from: outBuf)
+            }
+            switch result {
+            case .processed:
+                if !outBuf.isEmpty { return }   // the socket is full: EPOLLOUT brings us back
+            case .wouldBlock:
+                return
+            case .eof, .error:
+                close()
+                return
+            }
+        }
+        outBuf.shrinkIfIdle(to: 16 * 1024)
+        if session.isFinished || (!session.wantsRead && !session.wantsWrite) { close() }
+    }
+
+    // MARK: session events
+
+    func h2(_ session: H2ServerSession, didReceiveRequest streamID: Int32, head: HTTPRequestHead, endStream: Bool) {
+        let stream = H2StreamExchange(streamID: streamID, connection: self)
+        streams[streamID] = stream
+        armIdle()
+        stream.begin(head, endStream: endStream)
+    }
+
+    func h2(_ session: H2ServerSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
+        streams[streamID]?.requestData(bytes)
+    }
+
+    func h2(_ session: H2ServerSession, didEndStream streamID: Int32) {
+        streams[streamID]?.requestEnded()
+    }
+
+    func h2(_ session: H2ServerSession, didResetStream streamID: Int32, errorCode: H2ErrorCode) {
+        streams.removeValue(forKey: streamID)?.cancelled()
+        armIdle()
+    }
+
+    func h2(_ session: H2ServerSession, didCloseStream streamID: Int32) {
+        streams.removeValue(forKey: streamID)?.cancelled()
+        armIdle()
+    }
+
+    func h2(_ session: H2ServerSession, streamExceededHeaderLimit streamID: Int32) {
+        let stream = H2StreamExchange(streamID: streamID, connection: self)
+        streams[streamID] = stream
+        stream.refuseHeadersTooLarge()
+    }
+
+    func h2(_ session: H2ServerSession, didDrainOutput streamID: Int32) {
+        streams[streamID]?.outputDrained()
+    }
+
+    // MARK: used by streams
+
+    func sendHead(_ streamID: Int32, status: Int, headers: [(String, String)], endStream: Bool) {
+        _ = session.sendResponseHead(streamID: streamID, status: status, headers: headers, endStream: endStream)
+    }
+
+    func sendData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) {
+        _ = session.sendData(streamID: streamID, bytes, endStream: endStream)
+    }
+
+    func sendContinue(_ streamID: Int32) { _ = session.sendContinue(streamID: streamID) }
+
+    func bufferedBytes(_ streamID: Int32) -> Int { session.bufferedBytes(streamID: streamID) }
+
+    func consume(_ streamID: Int32, _ bytes: Int) { session.consume(streamID: streamID, bytes: bytes) }
+
+    func reset(_ streamID: Int32, _ code: H2ErrorCode) { session.resetStream(streamID: streamID, code: code) }
+
+    /// A stream finished on its own (not inside a session callback): push its frames out.
+    func streamProgressed() { flush() }
+
+    // MARK: lifecycle
+
+    /// Graceful shutdown: GOAWAY, in-flight streams finish, then the connection closes.
+    func drain() {
+        session.goAway()
+        flush()
+    }
+
+    private func armIdle() {
+        guard streams.isEmpty else { idleDeadline = 0; return }
+        let at = worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout)
+        idleDeadline = at
+        if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
+    }
+
+    private func timerFired() {
+        guard !closed, idleDeadline != 0, streams.isEmpty else { return }
+        if worker.loop.now < idleDeadline { worker.loop.schedule(timer, at: idleDeadline); return }
+        drain()
+        if !closed && session.isFinished { close() }
+    }
+
+    func abort() { close() }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        let open = streams
+        streams.removeAll()
+        for s in open.values { s.cancelled() }
+        session.close()
+        worker.loop.cancel(timer)
+        worker.loop.deregister(fd)
+        if case .tls(let stream) = transport { stream.shutdown() }
+        Socket.close(fd)
+        worker.h2ConnectionClosed(self)
+    }
+}
