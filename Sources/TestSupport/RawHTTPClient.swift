@@ -113,6 +113,16 @@ public final class RawHTTPClient {
         }
     }
 
+    /// Reads whatever arrives within `timeout` seconds (for raw protocol tests); empty on EOF or timeout.
+    public func readRaw(timeout: Double = 3) -> [UInt8] {
+        if !buffer.isEmpty { let b = buffer; buffer.removeAll(); return b }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, Int32(timeout * 1000)) > 0, fill() else { return [] }
+        let b = buffer
+        buffer.removeAll()
+        return b
+    }
+
     /// True when the peer closes the connection within `timeout` seconds with nothing more to read.
     public func waitForClose(timeout: Double = 3) -> Bool {
         if peerClosed { return buffer.isEmpty }

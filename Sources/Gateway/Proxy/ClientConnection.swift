@@ -476,7 +476,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         case .none, .pending:
             break
         }
-        if outBuf.readableCount > Self.highWater { flush() }
+        // Streamed responses (server-sent events, slow producers) go out as they arrive.
+        flush()
         return outBuf.readableCount <= Self.highWater
     }
 

@@ -36,10 +36,16 @@ final class UpstreamConnection: EventHandler {
     private var deadline: UInt64 = 0
     private var deadlineKind = UpstreamFailure.connectTimeout
 
-    init(fd: Int32, pool: UpstreamPool, connected: Bool) {
+    /// TLS to an `https://` upstream; the handshake runs once TCP is connected (state `connecting` until done).
+    private let tls: TLSStream?
+    private var tcpConnected = false
+
+    init(fd: Int32, pool: UpstreamPool, connected: Bool, tls: TLSStream?) {
         self.fd = fd
         self.pool = pool
-        state = connected ? .active : .connecting
+        self.tls = tls
+        state = connected && tls == nil ? .active : .connecting
+        tcpConnected = connected
         let limits = pool.worker.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
@@ -127,9 +133,15 @@ final class UpstreamConnection: EventHandler {
         if state != .closed && !readPaused && readPending { readResponse() }
     }
 
+    @inline(__always)
+    private func transportRead() -> IOResult {
+        if let tls { return tls.read(into: inBuf, max: Self.readSize) }
+        return Socket.read(fd, into: inBuf, max: Self.readSize)
+    }
+
     private func flushOut() {
         guard !outBuf.isEmpty else { return }
-        switch Socket.write(fd, from: outBuf) {
+        switch (tls.map { $0.write(from: outBuf) } ?? Socket.write(fd, from: outBuf)) {
         case .processed, .wouldBlock:
             if outBuf.readableCount <= ClientConnection.lowWater { client?.upstreamDrained() }
         case .eof, .error:
@@ -142,16 +154,34 @@ final class UpstreamConnection: EventHandler {
     func handleEvent(_ events: UInt32) {
         if state == .closed { return }
         if state == .connecting {
-            guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
-            if Socket.pendingError(fd) != 0 || events & EventLoop.error != 0 {
-                fail(.connectRefused)
-                return
+            if tls == nil || !tcpConnected {
+                guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
+                if Socket.pendingError(fd) != 0 || events & EventLoop.error != 0 {
+                    fail(.connectRefused)
+                    return
+                }
+                tcpConnected = true
+            }
+            if let tls {
+                switch tls.handshake() {
+                case .done: break
+                case .wantRead, .wantWrite: return
+                case .failed: fail(.tlsFailed); return
+                }
             }
             state = .active
             disarm()
             if requestSent { arm(.responseTimeout, after: pool.settings.responseTimeout) }
             flushOut()
             if state == .closed { return }
+            if tls != nil { readResponse(); return }
+        }
+        if tls != nil {
+            // TLS records can need the other direction: on any event, try both.
+            if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
+            if readPaused { readPending = true } else { readResponse() }
+            if state == .active { flushOut() }
+            return
         }
         if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
         if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
@@ -164,7 +194,7 @@ final class UpstreamConnection: EventHandler {
         readPending = false
         while state != .closed {
             if readPaused { readPending = true; return }
-            switch Socket.read(fd, into: inBuf, max: Self.readSize) {
+            switch transportRead() {
             case .processed(let n):
                 if state == .idle {
                     // An idle connection must stay silent; anything else means it is unusable.
@@ -341,6 +371,7 @@ final class UpstreamConnection: EventHandler {
         state = .closed
         pool.worker.loop.cancel(timer)
         pool.worker.loop.deregister(fd)
+        if let tls, tcpConnected { tls.shutdown() }
         Socket.close(fd)
     }
 }

@@ -8,6 +8,8 @@ enum UpstreamFailure: String, Error, Sendable {
     case staleConnection = "stale_connection"
     case responseTimeout = "response_timeout"
     case badResponse = "bad_response"
+    /// The TLS handshake with an `https://` upstream failed (untrusted chain, wrong name, protocol).
+    case tlsFailed = "tls_failed"
 
     var isRetryable: Bool { self == .staleConnection }
 }

@@ -6,15 +6,18 @@ import Glibc
 final class UpstreamPool {
     let settings: UpstreamSettings
     let addresses: [SocketAddress]
+    /// For `https://` upstreams: verifies the chain (system store or `ca_file`) and the host name, sends SNI.
+    let tls: TLSClientContext?
     unowned let worker: Worker
     private var idle: [UpstreamConnection] = []
     private var nextAddress = 0
     /// Set when a reload replaced this pool: connections finish their exchange and close.
     private(set) var retired = false
 
-    init(settings: UpstreamSettings, addresses: [SocketAddress], worker: Worker) {
+    init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, worker: Worker) {
         self.settings = settings
         self.addresses = addresses
+        self.tls = tls
         self.worker = worker
     }
 
@@ -35,7 +38,14 @@ final class UpstreamPool {
         let connected: (fd: Int32, connected: Bool)
         do { connected = try Socket.connect(address) } catch { return .failure(.connectRefused) }
         Socket.setNoDelay(connected.fd)
-        let conn = UpstreamConnection(fd: connected.fd, pool: self, connected: connected.connected)
+        var stream: TLSStream?
+        if let tls {
+            do { stream = try tls.makeStream(fd: connected.fd, serverName: settings.host) } catch {
+                Socket.close(connected.fd)
+                return .failure(.tlsFailed)
+            }
+        }
+        let conn = UpstreamConnection(fd: connected.fd, pool: self, connected: connected.connected, tls: stream)
         do { try worker.loop.register(connected.fd, conn) } catch {
             Socket.close(connected.fd)
             return .failure(.connectRefused)

@@ -10,6 +10,8 @@ final class Runtime: Sendable {
     let router: Router
     /// Resolved addresses per upstream (same order as `settings.upstreams`).
     let upstreamAddresses: [[SocketAddress]]
+    /// TLS client contexts for `https://` upstreams (system CA store or `ca_file`), nil for `http://`.
+    let upstreamTLS: [TLSClientContext?]
     let parserLimits: HTTPParserLimits
     /// Upstream responses may carry larger heads than we accept from clients.
     let upstreamParserLimits: HTTPParserLimits
@@ -34,6 +36,12 @@ final class Runtime: Sendable {
             resolved.append(try SocketAddress.resolve(host: u.host, port: u.port))
         }
         upstreamAddresses = resolved
+        upstreamTLS = try settings.upstreams.map { u -> TLSClientContext? in
+            guard u.scheme == "https" else { return nil }
+            do { return try TLSClientContext(caFile: u.caFile) } catch {
+                throw SocketError("upstream \(u.name): TLS: \((error as? TLSError)?.message ?? "\(error)")", errno: 0)
+            }
+        }
         let l = settings.server.limits
         parserLimits = HTTPParserLimits(maxHeadBytes: l.maxHeaderBytes, maxHeaders: l.maxHeaders,
                                         maxRequestLineBytes: min(8192, l.maxHeaderBytes))

@@ -47,7 +47,7 @@ final class Worker: @unchecked Sendable {
 
     private func makePools(_ runtime: Runtime) -> [UpstreamPool] {
         runtime.settings.upstreams.enumerated().map { i, u in
-            UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], worker: self)
+            UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], tls: runtime.upstreamTLS[i], worker: self)
         }
     }
 
@@ -150,7 +150,8 @@ final class Worker: @unchecked Sendable {
                sameEndpoint(old.settings.upstreams[j], u), j < pools.count, pools[j].addresses.count == new.upstreamAddresses[i].count {
                 newPools.append(pools[j])
             } else {
-                newPools.append(UpstreamPool(settings: u, addresses: new.upstreamAddresses[i], worker: self))
+                newPools.append(UpstreamPool(settings: u, addresses: new.upstreamAddresses[i], tls: new.upstreamTLS[i],
+                                             worker: self))
             }
         }
         for p in pools where !newPools.contains(where: { $0 === p }) { p.retire() }
@@ -160,7 +161,7 @@ final class Worker: @unchecked Sendable {
     private func sameEndpoint(_ a: UpstreamSettings, _ b: UpstreamSettings) -> Bool {
         a.scheme == b.scheme && a.host == b.host && a.port == b.port && a.basePath == b.basePath
             && a.connectTimeout == b.connectTimeout && a.responseTimeout == b.responseTimeout
-            && a.maxIdleConnections == b.maxIdleConnections
+            && a.maxIdleConnections == b.maxIdleConnections && a.caFile == b.caFile
     }
 
     /// Stops accepting (closes this loop's listeners) and closes idle connections; busy ones close after
