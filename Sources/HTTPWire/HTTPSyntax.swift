@@ -53,13 +53,21 @@ public enum HTTPSyntax {
     /// Case-insensitive ASCII comparison of raw bytes with a string whose letters are already lower case.
     /// Does not allocate.
     public static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, _ lowercaseASCII: String) -> Bool {
+        let utf8 = lowercaseASCII.utf8
+        // Lengths first: most comparisons of header names fail here, without touching the bytes.
+        guard utf8.count == bytes.count else { return false }
+        if let equal = utf8.withContiguousStorageIfAvailable({ expected -> Bool in
+            for i in 0..<expected.count where lowercased(bytes[i]) != expected[i] { return false }
+            return true
+        }) {
+            return equal
+        }
         var index = 0
-        let count = bytes.count
-        for expected in lowercaseASCII.utf8 {
-            guard index < count, lowercased(bytes[index]) == expected else { return false }
+        for expected in utf8 {
+            guard lowercased(bytes[index]) == expected else { return false }
             index += 1
         }
-        return index == count
+        return true
     }
 
     /// Range of `bytes[start..<end]` without leading and trailing OWS.

@@ -83,6 +83,14 @@ struct HeadScanner: Sendable {
         let maxStartLine = limits.effectiveRequestLineBytes
         let maxHead = limits.maxHeadBytes
         while position < count {
+            // Fast path: ordinary bytes (all above CR) within both limits need one comparison each. The
+            // per-byte logic below then sees only CR, LF, other control bytes, or the byte at a limit.
+            var stop = min(count, headStart + maxHead)
+            if !sawStartLine { stop = min(stop, lineStart + maxStartLine) }
+            var p = position
+            while p < stop && buffer[p] > Self.cr { p += 1 }
+            position = p
+            if position >= count { break }
             let byte = buffer[position]
             if byte == Self.cr {
                 // The LF that must follow would be the byte at position + 1.

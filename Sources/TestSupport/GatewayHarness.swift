@@ -1,3 +1,4 @@
+import EventLoop
 import Foundation
 import Gateway
 
@@ -13,16 +14,18 @@ public final class GatewayHarness: @unchecked Sendable {
 
     public var port: UInt16 { server.listenAddresses.first?.port ?? 0 }
     public var adminPort: UInt16 { server.adminAddress?.port ?? 0 }
-    public var upstreamURL: String { "http://127.0.0.1:\(upstream.address.port)" }
+    public var upstreamURL: String { "\(upstreamIsTLS ? "https" : "http")://127.0.0.1:\(upstream.address.port)" }
+    private let upstreamIsTLS: Bool
 
     /// - Parameter yaml: the config, given the upstream URL (`http://127.0.0.1:PORT`).
-    public init(environment: [String: String] = [:], _ yaml: (String) -> String) throws {
-        upstream = try SampleUpstream()
+    public init(environment: [String: String] = [:], upstreamTLS: TLSServerContext? = nil, _ yaml: (String) -> String) throws {
+        upstream = try SampleUpstream(tls: upstreamTLS)
+        upstreamIsTLS = upstreamTLS != nil
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         configPath = dir.appendingPathComponent("gateway.yaml").path
         logPath = dir.appendingPathComponent("gateway.log").path
-        let text = yaml("http://127.0.0.1:\(upstream.address.port)")
+        let text = yaml("\(upstreamTLS == nil ? "http" : "https")://127.0.0.1:\(upstream.address.port)")
         try text.write(toFile: configPath, atomically: true, encoding: .utf8)
         let settings: Settings
         switch ConfigLoader.load(path: configPath, environment: environment) {

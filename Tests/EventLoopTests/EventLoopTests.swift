@@ -83,7 +83,9 @@ import Testing
         defer { Socket.close(listener) }
         let bound = try #require(Socket.localAddress(listener))
         let (client, _) = try Socket.connect(bound)
-        defer { Socket.close(client) }
+        var clientOpen = true
+        // Closed exactly once: a second close(2) of a reused number would cut another test's socket.
+        defer { if clientOpen { Socket.close(client) } }
         var accepted: (fd: Int32, peer: SocketAddress)?
         let deadline = Date().addingTimeInterval(2)
         while accepted == nil && Date() < deadline { accepted = Socket.accept(listener); if accepted == nil { usleep(1000) } }
@@ -98,6 +100,7 @@ import Testing
         #expect(got == .processed(4))
         #expect(server.peer.ipString == "127.0.0.1")
         Socket.close(client)
+        clientOpen = false
         got = .wouldBlock
         while got == .wouldBlock && Date() < deadline { got = Socket.read(server.fd, into: buf); usleep(500) }
         #expect(got == .eof)

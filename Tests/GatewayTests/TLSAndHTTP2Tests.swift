@@ -1,3 +1,4 @@
+import EventLoop
 import Foundation
 import Glibc
 import Testing
@@ -130,19 +131,31 @@ import TestSupport
 
     @Test func httpsUpstreamIsVerifiedWithTheConfiguredCA() throws {
         let pki = try TestPKI()
-        let (origin, originPort) = try sServer(pki, [])
-        defer { kill(origin.processIdentifier, SIGKILL); origin.waitUntilExit() }
-        let trusted = try Self.harness(pki, upstream: "https://127.0.0.1:\(originPort)", upstreamExtra: "    ca_file: \(pki.caCert)")
+        let origin = try TLSServerContext(certificatePath: pki.cert, privateKeyPath: pki.key, alpnProtocols: ["http/1.1"])
+        let trusted = try GatewayHarness(upstreamTLS: origin) {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, upstreamExtra: "    ca_file: \(pki.caCert)")
+        }
         defer { trusted.stop() }
-        let ok = try RawHTTPClient.roundTrip(port: trusted.port, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        #expect(ok.status == 200)
-        #expect(ok.bodyText.contains("s_server"))
+        #expect(trusted.upstreamURL.hasPrefix("https://"))
+        let c = try RawHTTPClient(port: trusted.port)
+        for _ in 0..<3 {
+            try c.send("GET /bytes/100000 HTTP/1.1\r\nHost: a\r\n\r\n")
+            let ok = try c.readResponse()
+            #expect(ok.status == 200)
+            #expect(ok.body.count == 100_000)
+        }
+        try c.send("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+        #expect(try c.readResponse().bodyText == "hello")
+        #expect(trusted.upstream.requestCount == 4)
         let other = try TestPKI()
-        let untrusted = try Self.harness(pki, upstream: "https://127.0.0.1:\(originPort)", upstreamExtra: "    ca_file: \(other.caCert)")
+        let untrusted = try GatewayHarness(upstreamTLS: origin) {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, upstreamExtra: "    ca_file: \(other.caCert)")
+        }
         defer { untrusted.stop() }
         let refused = try RawHTTPClient.roundTrip(port: untrusted.port, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(refused.status == 502)
         #expect(refused.bodyText.contains("tls_failed"))
+        #expect(untrusted.upstream.requestCount == 0)
     }
 
     @Test func atsCheckPassesAgainstTheGatewaysOwnListener() throws {

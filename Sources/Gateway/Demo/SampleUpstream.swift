@@ -22,8 +22,12 @@ public final class SampleUpstream: @unchecked Sendable {
     private let received = Mutex<[String]>([])
     private let exited = DispatchGroup()
 
-    /// Binds `host:port` (port 0 = any free port) and serves on a new thread.
-    public init(host: String = "127.0.0.1", port: UInt16 = 0) throws {
+    /// Set for an HTTPS sample upstream (tests of `https://` upstreams).
+    let tls: TLSServerContext?
+
+    /// Binds `host:port` (port 0 = any free port) and serves on a new thread; with `tls`, over TLS.
+    public init(host: String = "127.0.0.1", port: UInt16 = 0, tls: TLSServerContext? = nil) throws {
+        self.tls = tls
         loop = try EventLoop(index: 99)
         guard let addr = SocketAddress(ip: host, port: port) else { throw SocketError("address \(host)", errno: 0) }
         let fd = try Socket.listen(addr, backlog: 1024, reusePort: false)
@@ -61,7 +65,12 @@ private final class SampleAcceptor: EventHandler {
 
     func handleEvent(_ events: UInt32) {
         while let (c, _) = Socket.accept(fd) {
-            let conn = SampleConnection(fd: c, upstream: upstream)
+            var stream: TLSStream?
+            if let tls = upstream.tls {
+                guard let s = try? tls.makeStream(fd: c) else { Socket.close(c); continue }
+                stream = s
+            }
+            let conn = SampleConnection(fd: c, upstream: upstream, tls: stream)
             do { try upstream.loop.register(c, conn) } catch { Socket.close(c); continue }
             conn.handleEvent(EventLoop.readable)
         }
@@ -84,16 +93,28 @@ private final class SampleConnection: EventHandler {
     var generating = false
     var timer: LoopTimer?
 
-    init(fd: Int32, upstream: SampleUpstream) {
+    let tls: TLSStream?
+    var handshaken: Bool
+
+    init(fd: Int32, upstream: SampleUpstream, tls: TLSStream?) {
         self.fd = fd
         self.upstream = upstream
+        self.tls = tls
+        handshaken = tls == nil
     }
 
     func handleEvent(_ events: UInt32) {
         if closed { return }
-        if events & (EventLoop.readable | EventLoop.hangup | EventLoop.readHangup | EventLoop.error) != 0 {
+        if let tls, !handshaken {
+            switch tls.handshake() {
+            case .done: handshaken = true
+            case .wantRead, .wantWrite: return
+            case .failed: close(); return
+            }
+        }
+        if tls != nil || events & (EventLoop.readable | EventLoop.hangup | EventLoop.readHangup | EventLoop.error) != 0 {
             reading: while !closed {
-                switch Socket.read(fd, into: inBuf, max: 65536) {
+                switch (tls.map { $0.read(into: inBuf, max: 65536) } ?? Socket.read(fd, into: inBuf, max: 65536)) {
                 case .processed: process()
                 case .wouldBlock: break reading
                 case .eof, .error: close()
@@ -238,7 +259,7 @@ private final class SampleConnection: EventHandler {
 
     private func flush() {
         guard !closed else { return }
-        switch Socket.write(fd, from: outBuf) {
+        switch (tls.map { $0.write(from: outBuf) } ?? Socket.write(fd, from: outBuf)) {
         case .processed, .wouldBlock:
             if outBuf.isEmpty && closeAfter && head == nil && !hanging && !generating { close() }
         case .eof, .error: close()

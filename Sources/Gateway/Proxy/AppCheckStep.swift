@@ -28,7 +28,8 @@ final class AppCheckStep {
     /// How long a request waits for the key-set refetch its unknown `kid` triggered.
     static let unknownKidWait = 5.0
 
-    unowned let worker: Worker
+    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let worker: Worker
     private var cache: TokenCache
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
     private var waiterTimer: LoopTimer!

@@ -18,7 +18,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     enum Phase { case head, admitting, body, waiting, closed }
 
     let fd: Int32
-    unowned let worker: Worker
+    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let worker: Worker
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString

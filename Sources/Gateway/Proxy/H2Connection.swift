@@ -13,7 +13,8 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     static let readSize = 16 * 1024
 
     let fd: Int32
-    unowned let worker: Worker
+    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let worker: Worker
     let peer: SocketAddress
     let transport: ClientConnection.Transport
     private(set) lazy var peerIP: String = peer.ipString

@@ -8,7 +8,8 @@ final class UpstreamPool {
     let addresses: [SocketAddress]
     /// For `https://` upstreams: verifies the chain (system store or `ca_file`) and the host name, sends SNI.
     let tls: TLSClientContext?
-    unowned let worker: Worker
+    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let worker: Worker
     private var idle: [UpstreamConnection] = []
     private var nextAddress = 0
     /// Set when a reload replaced this pool: connections finish their exchange and close.

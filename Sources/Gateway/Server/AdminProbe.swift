@@ -5,6 +5,9 @@ import HTTPWire
 
 /// A blocking one-shot HTTP GET for the `healthcheck` command (no curl in the container image).
 public enum AdminProbe {
+    /// `MSG_NOSIGNAL` (Linux): a closed peer is an error, not a SIGPIPE.
+    static let noSignal: Int32 = 0x4000
+
     public static func get(host: String, port: UInt16, path: String, timeout: Double) -> Result<(Int, String), SocketError> {
         guard let address = SocketAddress(ip: host, port: port) ?? (try? SocketAddress.resolve(host: host, port: port))?.first else {
             return .failure(SocketError("resolve \(host)", errno: 0))
@@ -17,7 +20,7 @@ public enum AdminProbe {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         guard address.withSockAddr({ Glibc.connect(fd, $0, $1) }) == 0 else { return .failure(SocketError("connect \(address)")) }
         let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+        guard request.withUnsafeBytes({ Glibc.send(fd, $0.baseAddress, $0.count, Self.noSignal) }) == request.count else {
             return .failure(SocketError("send"))
         }
         var data: [UInt8] = []

@@ -4,7 +4,8 @@ import Glibc
 /// A listening socket of one loop (level-triggered, so a burst of connections is taken in fair slices).
 final class Listener: EventHandler {
     let fd: Int32
-    unowned let worker: Worker
+    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let worker: Worker
     /// A TLS listener: connections start with a handshake (the worker's current TLS context).
     let secure: Bool
     private var closed = false
