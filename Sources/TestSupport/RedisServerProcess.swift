@@ -1,0 +1,81 @@
+import EventLoop
+import Foundation
+import Glibc
+
+/// A real `redis-server` on a free loopback port, owned by one test; stop and start it again on the same port
+/// to simulate an outage. A missing `redis-server` is an error (tests fail, never skip).
+///
+/// With `persistent: true` it appends every write to an AOF file fsynced on each command in its own temporary
+/// directory, so what was written survives a `SIGKILL` and a restart (like a production Redis with AOF).
+public final class RedisServerProcess: @unchecked Sendable {
+    public let port: UInt16
+    public let directory: String
+    public let persistent: Bool
+    private var process: Process?
+
+    public static let serverPath = "/usr/bin/redis-server"
+    public static let cliPath = "/usr/bin/redis-cli"
+
+    public init(persistent: Bool = false) throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.serverPath),
+              FileManager.default.isExecutableFile(atPath: Self.cliPath) else {
+            throw HarnessError("\(Self.serverPath) and \(Self.cliPath) are required for the Redis tests")
+        }
+        let fd = try Socket.listen(SocketAddress(ip: "127.0.0.1", port: 0)!, reusePort: false)
+        port = Socket.localAddress(fd)?.port ?? 0
+        Socket.close(fd)
+        directory = NSTemporaryDirectory() + "redis-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        self.persistent = persistent
+        try start()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    public var url: String { "redis://127.0.0.1:\(port)/0" }
+    public var isRunning: Bool { process?.isRunning ?? false }
+
+    /// Starts the server (again) on `port` and waits at most `timeout` seconds for `PING` to answer.
+    public func start(timeout: Double = 10) throws {
+        precondition(process == nil, "already running")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.serverPath)
+        var args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", directory]
+        args += persistent ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"]
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if (try? cli(["PING"], timeout: 2)) == "PONG" { return }
+            if !p.isRunning { break }
+            usleep(20_000)
+        }
+        stop()
+        throw HarnessError("redis-server on port \(port) did not answer PING within \(timeout)s")
+    }
+
+    /// SIGKILL (the test process blocks SIGTERM, and children inherit that mask) and reaps the process.
+    public func stop() {
+        guard let p = process else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        process = nil
+    }
+
+    /// Sends `sig` to the server (SIGSTOP/SIGCONT simulate a hung server).
+    public func signal(_ sig: Int32) {
+        if let p = process { kill(p.processIdentifier, sig) }
+    }
+
+    /// Runs `redis-cli` against this server; its trimmed output.
+    public func cli(_ args: [String], timeout: Double = 5) throws -> String {
+        let r = try BoundedCommand.run(Self.cliPath, ["-h", "127.0.0.1", "-p", String(port)] + args, timeout: timeout)
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
