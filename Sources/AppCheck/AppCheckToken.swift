@@ -14,8 +14,9 @@ public enum AppCheckToken {
     public static let type = "JWT"
 
     /// Header parameters whose mere presence is `malformed`: this verifier never honours them
-    /// (RFC 7515 §4.1.2–4.1.6 and §4.1.11: keys or certificates supplied by the token, critical extensions).
-    public static let forbiddenHeaders = ["crit", "jku", "x5u", "jwk", "x5c"]
+    /// (RFC 7515 §4.1.2–4.1.6 and §4.1.11: keys or certificates supplied by the token, critical extensions;
+    /// RFC 7797 `b64`, an unencoded payload, which Firebase's Admin SDK refuses too).
+    public static let forbiddenHeaders = ["crit", "jku", "x5u", "jwk", "x5c", "b64"]
 
     /// Parses `token` (the header value, UTF-8).
     ///

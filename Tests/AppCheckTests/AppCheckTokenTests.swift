@@ -73,7 +73,7 @@ import Testing
         #expect(parseReason(header: #"{"alg":"RS256","typ":"JWT"}"#) == .malformed)
         #expect(parseReason(header: #"{"alg":"RS256","kid":"","typ":"JWT"}"#) == .malformed)
         #expect(parseReason(header: #"{"alg":"RS256","kid":7,"typ":"JWT"}"#) == .malformed)
-        for name in ["crit", "jku", "x5u", "jwk", "x5c"] {
+        for name in ["crit", "jku", "x5u", "jwk", "x5c", "b64"] {
             #expect(parseReason(header: #"{"alg":"RS256","kid":"k","typ":"JWT","\#(name)":null}"#) == .malformed)
         }
         #expect(parseReason(header: #"{"alg":"RS256","kid":"k","typ":"JWT","extra":1}"#) == nil)

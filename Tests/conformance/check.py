@@ -31,7 +31,7 @@ WORK, BINARY, CONFIG, NUMBER, PROJECT = sys.argv[1:6]
 ISS = f"https://firebaseappcheck.googleapis.com/{NUMBER}"
 with open(os.path.join(WORK, "ignored-kids.json")) as f:
     IGNORED_KIDS = json.load(f)
-FORBIDDEN_HEADERS = ("crit", "jku", "x5u", "jwk", "x5c")
+FORBIDDEN_HEADERS = ("crit", "jku", "x5u", "jwk", "x5c", "b64")
 MAX_LIFETIME = 7 * 86400
 
 # ------------------------------------------------------------------------------------------------------
