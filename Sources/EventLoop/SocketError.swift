@@ -4,7 +4,10 @@ import Glibc
 public struct SocketError: Error, CustomStringConvertible, Sendable {
     public var operation: String
     public var errno: Int32
-    public var description: String { "\(operation) failed: \((String(validatingCString: strerror(errno)) ?? "error")) (errno \(errno))" }
+    /// `operation failed: strerror (errno N)`; for failures that carry no errno, just the operation's text.
+    public var description: String {
+        errno == 0 ? operation : "\(operation) failed: \((String(validatingCString: strerror(errno)) ?? "error")) (errno \(errno))"
+    }
 
     public init(_ operation: String, errno: Int32 = Glibc.errno) {
         self.operation = operation

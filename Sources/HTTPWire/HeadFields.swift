@@ -99,7 +99,17 @@ struct HeadFields: Sendable {
                 failure = .badRequest("invalid_connection")
                 return false
             }
-            connectionTokens.append(String(decoding: element.lazy.map(HTTPSyntax.lowercased), as: UTF8.self))
+            // The two tokens nearly every message carries cost no allocation.
+            if HTTPSyntax.equalsLowercased(element, "keep-alive") {
+                connectionTokens.append("keep-alive")
+            } else if HTTPSyntax.equalsLowercased(element, "close") {
+                connectionTokens.append("close")
+            } else {
+                connectionTokens.append(String(unsafeUninitializedCapacity: element.count) { out in
+                    for i in 0..<element.count { out[i] = HTTPSyntax.lowercased(element[i]) }
+                    return element.count
+                })
+            }
             return true
         }
         return failure

@@ -92,11 +92,11 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     func start() {
         if case .tls(let stream) = transport {
             handshaking = true
-            armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.headerTimeout))
+            armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
             continueHandshake(stream)
             return
         }
-        armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+        armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
         readFromSocket()
     }
 
@@ -108,7 +108,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                 handOverToHTTP2(initial: UnsafeRawBufferPointer(start: nil, count: 0))
                 return
             }
-            armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+            armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
             readFromSocket()
         case .wantRead, .wantWrite:
             return
@@ -244,7 +244,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                 }
                 if !headStarted {
                     headStarted = true
-                    armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.headerTimeout))
+                    armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
                 }
                 switch parser.parse(inBuf.readable) {
                 case .needMore:
@@ -544,7 +544,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         phase = .head
         flush()
         if phase == .closed { return }
-        armTimer(worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+        armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
         if readPaused { resumeReading() } else { processInput() }
         if phase == .head && inputClosed && inBuf.isEmpty { close() }
     }

@@ -192,7 +192,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     private func armIdle() {
         guard streams.isEmpty else { idleDeadline = 0; return }
-        let at = worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout)
+        let at = worker.loop.now + worker.runtime.idleTimeoutNS
         idleDeadline = at
         if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
     }

@@ -29,7 +29,7 @@ enum RequestAdmission {
         guard let routeIndex = runtime.router.match(method: head.method, path: target.path) else {
             return .refused(Refusal(status: 404, code: "no_route", reason: "no_route", path: target.path))
         }
-        let route = runtime.settings.routes[routeIndex]
+        let route = runtime.routes[routeIndex]
         let ex = Exchange(method: head.method, path: target.path, requestId: requestId, start: now,
                           routeIndex: routeIndex, routeName: route.name, maxBodyBytes: route.maxBodyBytes)
         ex.mode = route.enforcement.rawValue

@@ -10,15 +10,15 @@ enum RequestHeadWriter {
                       exchange ex: Exchange, peerIP: String, trusted: Bool, scheme: String) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(head.headers.bytes.count + 256)
-        out.append(contentsOf: head.method.utf8)
+        out.appendUTF8(head.method)
         out.append(UInt8(ascii: " "))
-        out.append(contentsOf: upstream.basePath.utf8)
-        out.append(contentsOf: target.path.utf8)
+        out.appendUTF8(upstream.basePath)
+        out.appendUTF8(target.path)
         if let q = target.query {
             out.append(UInt8(ascii: "?"))
-            out.append(contentsOf: q.utf8)
+            out.appendUTF8(q)
         }
-        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        out.appendUTF8(" HTTP/1.1\r\n")
 
         var host: String? = target.absoluteHost
         var clientForwardedFor: [UInt8]?
@@ -41,7 +41,7 @@ enum RequestHeadWriter {
                 case .token:
                     if route.forwardToken {
                         out.append(contentsOf: name)
-                        out.append(contentsOf: ": ".utf8)
+                        out.appendUTF8(": ")
                         out.append(contentsOf: value)
                         out.append(13); out.append(10)
                     }
@@ -64,43 +64,43 @@ enum RequestHeadWriter {
             }
         }
         // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none: name the upstream.
-        out.append(contentsOf: "Host: ".utf8)
-        out.append(contentsOf: (host ?? upstream.authority).utf8)
+        out.appendUTF8("Host: ")
+        out.appendUTF8(host ?? upstream.authority)
         out.append(13); out.append(10)
-        out.append(contentsOf: "X-Forwarded-For: ".utf8)
+        out.appendUTF8("X-Forwarded-For: ")
         if let xff = clientForwardedFor, !xff.isEmpty {
             out.append(contentsOf: xff)
-            out.append(contentsOf: ", ".utf8)
+            out.appendUTF8(", ")
         }
-        out.append(contentsOf: peerIP.utf8)
-        out.append(contentsOf: "\r\nX-Forwarded-Proto: ".utf8)
+        out.appendUTF8(peerIP)
+        out.appendUTF8("\r\nX-Forwarded-Proto: ")
         out.append(contentsOf: clientProto ?? Array(scheme.utf8))
         if let h = clientHost ?? host.map({ Array($0.utf8) }) {
-            out.append(contentsOf: "\r\nX-Forwarded-Host: ".utf8)
+            out.appendUTF8("\r\nX-Forwarded-Host: ")
             out.append(contentsOf: h)
         }
-        out.append(contentsOf: "\r\nX-Request-Id: ".utf8)
-        out.append(contentsOf: ex.requestId.utf8)
-        out.append(contentsOf: "\r\nX-AppCheck-Status: ".utf8)
-        out.append(contentsOf: ex.appCheck.status.utf8)
+        out.appendUTF8("\r\nX-Request-Id: ")
+        out.appendUTF8(ex.requestId)
+        out.appendUTF8("\r\nX-AppCheck-Status: ")
+        out.appendUTF8(ex.appCheck.status)
         if ex.appCheck.status == "verified", let appId = ex.appCheck.appId {
-            out.append(contentsOf: "\r\nX-AppCheck-App-Id: ".utf8)
-            out.append(contentsOf: appId.utf8)
+            out.appendUTF8("\r\nX-AppCheck-App-Id: ")
+            out.appendUTF8(appId)
         }
         if route.enforcement == .monitor, ex.appCheck.status != "verified", ex.appCheck.status != "skipped",
            let reason = ex.appCheck.reason {
-            out.append(contentsOf: "\r\nX-AppCheck-Reason: ".utf8)
-            out.append(contentsOf: reason.utf8)
+            out.appendUTF8("\r\nX-AppCheck-Reason: ")
+            out.appendUTF8(reason)
         }
         switch head.framing {
         case .none: break
         case .contentLength(let n):
-            out.append(contentsOf: "\r\nContent-Length: ".utf8)
-            out.append(contentsOf: String(n).utf8)
+            out.appendUTF8("\r\nContent-Length: ")
+            out.appendUTF8(String(n))
         case .chunked:
-            out.append(contentsOf: "\r\nTransfer-Encoding: chunked".utf8)
+            out.appendUTF8("\r\nTransfer-Encoding: chunked")
         }
-        out.append(contentsOf: "\r\n\r\n".utf8)
+        out.appendUTF8("\r\n\r\n")
         return out
     }
 }
@@ -163,5 +163,20 @@ enum ResponseHeadWriter {
     private static let statusLines: [[UInt8]] = (0..<600).map { Array("HTTP/1.1 \($0) ".utf8) }
     static func statusLine(_ status: Int) -> [UInt8] {
         status >= 0 && status < 600 ? statusLines[status] : Array("HTTP/1.1 \(status) ".utf8)
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends the UTF-8 of `string` with one copy (`append(contentsOf: string.utf8)` takes a slow generic path).
+    @inline(__always)
+    mutating func appendUTF8(_ string: String) {
+        var s = string
+        s.withUTF8 { append(contentsOf: $0) }
+    }
+
+    @inline(__always)
+    mutating func appendUTF8(_ string: Substring) {
+        var s = string
+        s.withUTF8 { append(contentsOf: $0) }
     }
 }

@@ -61,7 +61,7 @@ final class UpstreamPool {
             conn.close()
             return
         }
-        conn.becomeIdle(until: worker.loop.now + .nanoseconds(worker.runtime.settings.server.limits.idleTimeout))
+        conn.becomeIdle(until: worker.loop.now + worker.runtime.idleTimeoutNS)
         idle.append(conn)
     }
 

@@ -16,6 +16,11 @@ final class Runtime: Sendable {
     /// Upstream responses may carry larger heads than we accept from clients.
     let upstreamParserLimits: HTTPParserLimits
     let generation: Int
+    /// Hot-path copies of settings (reading `settings.server.limits.x` through a class copies the whole
+    /// settings value and retains everything in it).
+    let routes: [RouteSettings]
+    let idleTimeoutNS: UInt64
+    let headerTimeoutNS: UInt64
     /// The App Check rules of SPEC §4.2 from `app_check` and `replay.limited_use_max_ttl`.
     let policy: AppCheckPolicy
     let outdatedClient: OutdatedClientMatcher?
@@ -24,6 +29,9 @@ final class Runtime: Sendable {
         self.settings = settings
         self.generation = generation
         router = Router(routes: settings.routes)
+        routes = settings.routes
+        idleTimeoutNS = .nanoseconds(settings.server.limits.idleTimeout)
+        headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
         policy = settings.appCheckPolicy
         if let oc = settings.appCheck.outdatedClient {
             outdatedClient = OutdatedClientMatcher(headerLowercased: oc.header.lowercased(),
