@@ -43,15 +43,17 @@ public final class EventLoop: @unchecked Sendable {
         epfd = CSystemShims_epoll_create()
         guard epfd >= 0 else { throw SocketError("epoll_create1") }
         wakeFD = CSystemShims_eventfd()
-        guard wakeFD >= 0 else { Glibc.close(epfd); throw SocketError("eventfd") }
+        // No explicit close on the failure paths: once every stored property is set, a throwing init runs
+        // `deinit`, which closes both descriptors (closing here too would close a reused number twice).
+        guard wakeFD >= 0 else { throw SocketError("eventfd") }
         guard CSystemShims_epoll_ctl(epfd, CSystemShims_EPOLL_CTL_ADD, wakeFD, CSystemShims_EPOLLIN) == 0 else {
             throw SocketError("epoll_ctl(eventfd)")
         }
     }
 
     deinit {
-        Glibc.close(wakeFD)
-        Glibc.close(epfd)
+        if wakeFD >= 0 { Glibc.close(wakeFD) }
+        if epfd >= 0 { Glibc.close(epfd) }
     }
 
     /// True when called on this loop's own thread.

@@ -30,9 +30,9 @@ public final class RawHTTPClient {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         guard let address = SocketAddress(ip: "127.0.0.1", port: port),
               address.withSockAddr({ Glibc.connect(fd, $0, $1) }) == 0 else {
-            let e = SocketError("connect 127.0.0.1:\(port)")
-            Glibc.close(fd)
-            throw e
+            // No close here: the object is fully initialised, so throwing runs `deinit`, which closes `fd`.
+            // (Closing twice would close whatever socket another test was given that number meanwhile.)
+            throw SocketError("connect 127.0.0.1:\(port)")
         }
     }
 

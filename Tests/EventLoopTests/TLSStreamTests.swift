@@ -2,7 +2,7 @@ import EventLoop
 import Foundation
 import Glibc
 import Testing
-import TestSupport
+@testable import TestSupport
 
 /// `openssl s_client` against 127.0.0.1:`port`, stdin closed right away (handshake, print, quit).
 private func sClient(_ port: UInt16, _ args: [String], ca: String? = nil) throws -> ProcessResult {

@@ -3,7 +3,7 @@ import Foundation
 import Gateway
 import Glibc
 import Testing
-import TestSupport
+@testable import TestSupport
 
 @Suite(.serialized) struct ATSCheckerTests {
     init() { signal(SIGPIPE, SIG_IGN) }

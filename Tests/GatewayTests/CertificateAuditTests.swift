@@ -1,7 +1,7 @@
 import Foundation
 import Gateway
 import Testing
-import TestSupport
+@testable import TestSupport
 
 @Suite struct CertificateAuditTests {
     private func audit(_ cert: String, _ key: String, now: Date = Date()) -> [String] {

@@ -1,11 +1,9 @@
 // Test helpers for the TLS tests: a PKI made with the `openssl` CLI, `openssl s_server` processes, and a small
-// TLS echo/HTTP server on a real EventLoop. (The same file exists as GatewayTests/ATSTestHelpersTests.swift:
-// test targets cannot share sources, and TestSupport is outside this change.)
+// TLS echo/HTTP server on a real EventLoop, shared by the TLS and ats-check tests (@testable import TestSupport).
 import EventLoop
 import Foundation
 import Glibc
 import Synchronization
-import TestSupport
 
 struct TLSTestError: Error, CustomStringConvertible {
     var description: String
