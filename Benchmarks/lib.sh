@@ -155,10 +155,18 @@ EOF
     BACKEND_PID=$NGINX_PID
 }
 
-# start_nginx_proxy PORT BACKEND_PORT WORKERS: the nginx peer (proxy_pass with upstream keep-alive). Sets
-# NGINX_PROXY_PID.
+# start_nginx_proxy PORT BACKEND_PORT WORKERS [TLS_PORT CERT KEY]: the nginx peer (proxy_pass with upstream
+# keep-alive). With TLS_PORT the same server also listens there with `ssl http2` (TLS 1.2/1.3, nginx's default
+# ciphers; session tickets on, as nginx and the gateway both default to). Sets NGINX_PROXY_PID.
 start_nginx_proxy() {
     local port="$1" backend="$2" workers="$3" conf="$BENCH_TMP/nginx-proxy.conf"
+    local tls_port="${4:-}" cert="${5:-}" key="${6:-}" tls_lines=""
+    if [[ -n "$tls_port" ]]; then
+        tls_lines="        listen 127.0.0.1:$tls_port ssl http2 backlog=4096;
+        ssl_certificate $cert;
+        ssl_certificate_key $key;
+        ssl_protocols TLSv1.2 TLSv1.3;"
+    fi
     {
         _nginx_common nginx-proxy "$workers"
         echo "http {"
@@ -172,6 +180,7 @@ start_nginx_proxy() {
     }
     server {
         listen 127.0.0.1:$port backlog=4096;
+$tls_lines
         location / {
             proxy_pass http://b;
             proxy_http_version 1.1;
@@ -187,7 +196,9 @@ EOF
 
 # write_gateway_config FILE PORT ADMIN_PORT BACKEND_PORT THREADS [ROUTE_YAML]
 # ROUTE_YAML defaults to one `off` route on prefix /. Later cases (enforce, replay) pass their own routes and
-# may append app_check/replay settings through GATEWAY_EXTRA_YAML (top-level keys, appended verbatim).
+# add settings through GATEWAY_SERVER_YAML (keys under server:, e.g. tls, indented 2 spaces),
+# GATEWAY_APP_CHECK_YAML (keys under app_check:, indented 2 spaces) and GATEWAY_EXTRA_YAML (top-level keys such
+# as replay:, appended verbatim).
 write_gateway_config() {
     local file="$1" port="$2" admin="$3" backend="$4" threads="$5"
     local default_route='  - { name: bench, prefix: /, upstream: api, enforcement: off }'
@@ -198,6 +209,7 @@ server:
   listen: ["127.0.0.1:$port"]
   admin_listen: "127.0.0.1:$admin"
   threads: $threads
+${GATEWAY_SERVER_YAML:-}
   log_level: warning      # access logs are INFO lines; benchmarks run at warning (stdout also goes to a file)
   limits:
     max_connections: 20000
