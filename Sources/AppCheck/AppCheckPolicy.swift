@@ -43,6 +43,6 @@ public struct AppCheckPolicy: Sendable {
     public func allows(appId sub: String) -> Bool {
         if appIds.isEmpty { return true }
         guard let index = appIds.firstIndex(of: sub) else { return false }
-        return appIds[index].utf8.elementsEqual(sub.utf8)
+        return utf8Equal(appIds[index], sub)
     }
 }

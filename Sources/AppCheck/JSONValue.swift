@@ -20,7 +20,7 @@ public enum JSONValue: Sendable, Equatable {
     /// The member named `key` (exact UTF-8 match) when this is an object, else `nil`.
     public func member(_ key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        for member in members where member.key.utf8.elementsEqual(key.utf8) {
+        for member in members where utf8Equal(member.key, key) {
             return member.value
         }
         return nil
@@ -53,18 +53,18 @@ public enum JSONValue: Sendable, Equatable {
     /// True when this is a string whose UTF-8 bytes equal those of `other`.
     public func stringEquals(_ other: String) -> Bool {
         guard case .string(let value) = self else { return false }
-        return value.utf8.elementsEqual(other.utf8)
+        return utf8Equal(value, other)
     }
 
     /// Structural equality; object members compare in order, strings by UTF-8 bytes.
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case let (.object(a), .object(b)):
-            return a.count == b.count && zip(a, b).allSatisfy { $0.key.utf8.elementsEqual($1.key.utf8) && $0.value == $1.value }
+            return a.count == b.count && zip(a, b).allSatisfy { utf8Equal($0.key, $1.key) && $0.value == $1.value }
         case let (.array(a), .array(b)):
             return a == b
         case let (.string(a), .string(b)):
-            return a.utf8.elementsEqual(b.utf8)
+            return utf8Equal(a, b)
         case let (.number(a, ia), .number(b, ib)):
             return a == b && ia == ib
         case let (.bool(a), .bool(b)):

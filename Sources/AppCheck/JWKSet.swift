@@ -100,7 +100,7 @@ public struct JWKSet: Sendable {
     /// The key for `kid` (exact UTF-8 match), or `nil`. Never a fallback key.
     public func key(for kid: String) -> RSAPublicKey? {
         guard let key = keysByKid[kid], let stored = kids.first(where: { $0 == kid }),
-              stored.utf8.elementsEqual(kid.utf8) else { return nil }
+              utf8Equal(stored, kid) else { return nil }
         return key
     }
 

@@ -24,6 +24,19 @@ enum FieldLine {
         let nameEnd = index
         index += 1
         let valueStart = index
+        // Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7F is all valid (bytes
+        // from 0x80 are obs-text and allowed). Only a word that fails goes through the byte check (HTAB).
+        if let base = buffer.baseAddress {
+            while index + 8 <= end {
+                let word = UInt64(littleEndian: (base + index).loadUnaligned(as: UInt64.self))
+                let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
+                let below20 = (word &- 0x20 &* low) & ~word & high
+                let del = word ^ (0x7F &* low)
+                let isDel = (del &- low) & ~del & high
+                if below20 | isDel != 0 { break }
+                index += 8
+            }
+        }
         while index < end {
             guard HTTPSyntax.isFieldValueByte(buffer[index]) else {
                 return .failure(.badRequest("invalid_field_value"))

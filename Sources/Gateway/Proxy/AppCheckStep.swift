@@ -55,30 +55,31 @@ final class AppCheckStep {
         let token = head.headers.withValueBytes(at: indices[0]) { Array($0) }
         if token.isEmpty { return completion(missing(head: head, route: route)) }
         if token.count > Self.maxTokenLength { return completion(refuse(route, .tooLarge, fingerprint: nil)) }
-        let digest = AppCheckVerifier.tokenHash(token)
-        let fingerprint = String(SHA256Digest.hex(digest).prefix(16))
-        verify(token: token, digest: digest, fingerprint: fingerprint, route: route, mayWait: true, completion: completion)
+        verify(token: token, route: route, mayWait: true, completion: completion)
     }
 
-    private func verify(token: [UInt8], digest: [UInt8], fingerprint: String, route: RouteSettings, mayWait: Bool,
+    private func verify(token: [UInt8], route: RouteSettings, mayWait: Bool,
                         completion: @escaping (AppCheckDecision) -> Void) {
         let runtime = worker.runtime
         let now = Date().timeIntervalSince1970
         guard let snapshot = worker.keys, snapshot.usable(at: now) else {
             var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
-            outcome.tokenSHA256 = fingerprint
+            outcome.tokenSHA256 = Self.fingerprint(token)
             if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
             return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
                 status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
         }
         let policy = runtime.policy
-        let key = TokenCache.Key(digest)
+        let key = TokenCache.Key(token: token)
         let claims: TokenClaims
+        let fingerprint: String
         if let hit = cache.get(key, now: now), snapshot.set.key(for: hit.kid) != nil {
             worker.metrics.tokenCacheHits += 1
             claims = hit.claims
+            fingerprint = hit.fingerprint
         } else {
             worker.metrics.tokenCacheMisses += 1
+            fingerprint = Self.fingerprint(token)
             let parsed: ParsedToken
             switch AppCheckToken.parse(token) {
             case .success(let p): parsed = p
@@ -87,8 +88,7 @@ final class AppCheckStep {
             if let reason = AppCheckVerifier.verifySignature(parsed, keys: snapshot.set) {
                 if reason == .unknownKid, mayWait, worker.keyProvider?.unknownKid(parsed.kid) == true {
                     park(until: now + Self.unknownKidWait) { [weak self] in
-                        self?.verify(token: token, digest: digest, fingerprint: fingerprint, route: route,
-                                     mayWait: false, completion: completion)
+                        self?.verify(token: token, route: route, mayWait: false, completion: completion)
                     }
                     return
                 }
@@ -96,7 +96,8 @@ final class AppCheckStep {
             }
             claims = parsed.claims
             if let exp = claims.payload.member("exp")?.numberValue {
-                cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, until: exp + policy.clockSkew), now: now)
+                cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
+                                                until: exp + policy.clockSkew), now: now)
             }
         }
         let verified: VerifiedClaims
@@ -125,6 +126,11 @@ final class AppCheckStep {
                 completion(self.storeUnavailable(outcome))
             }
         }
+    }
+
+    /// `token_sha256` of the log line (SPEC §7): the first 16 hex characters of SHA-256 of the token.
+    static func fingerprint(_ token: [UInt8]) -> String {
+        String(SHA256Digest.hex(AppCheckVerifier.tokenHash(token)).prefix(16))
     }
 
     private func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {
