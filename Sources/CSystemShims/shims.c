@@ -58,6 +58,8 @@ int CSystemShims_block_signals(void) {
     return pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+void CSystemShims_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
 int CSystemShims_wait_signal(void) {
     sigset_t set;
     sigemptyset(&set);

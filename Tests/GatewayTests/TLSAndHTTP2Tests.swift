@@ -129,6 +129,30 @@ import TestSupport
         #expect(r.stdout.contains("Application protocol: h2"))
     }
 
+    /// A timed h2load run ends with streams in flight on every connection: the gateway must survive the
+    /// abrupt closes (a stream once read its freed connection and the process aborted), keep answering, and
+    /// count its connections back to zero.
+    @Test func connectionsClosingWithStreamsInFlightAreHandled() throws {
+        let pki = try TestPKI()
+        let h = try Self.harness(pki)
+        defer { h.stop() }
+        for _ in 0..<2 {
+            let r = try Run.command("h2load", ["-c", "32", "-m", "10", "-D", "2", "https://127.0.0.1:\(tlsPort(h))/delay/5"],
+                                    timeout: 60)
+            #expect(r.stdout.contains("0 errored"), "\(r.stdout)")
+        }
+        #expect(try curl(["--cacert", pki.caCert, "--http2", "https://127.0.0.1:\(tlsPort(h))/x"]).stdout == "200 2")
+        let deadline = Date().addingTimeInterval(10)
+        var open = ""
+        while Date() < deadline {
+            let m = try RawHTTPClient.roundTrip(port: h.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText
+            open = m.split(separator: "\n").first { $0.hasPrefix("gateway_connections{state=\"open\"}") }.map(String.init) ?? ""
+            if open.hasSuffix(" 0") { break }
+            usleep(50_000)
+        }
+        #expect(open.hasSuffix(" 0"), "\(open)")
+    }
+
     @Test func httpsUpstreamIsVerifiedWithTheConfiguredCA() throws {
         let pki = try TestPKI()
         let origin = try TLSServerContext(certificatePath: pki.cert, privateKeyPath: pki.key, alpnProtocols: ["http/1.1"])

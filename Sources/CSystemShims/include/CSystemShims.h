@@ -29,6 +29,9 @@ int CSystemShims_socket_nonblocking(int domain, int type);
 
 /* Blocks SIGTERM, SIGINT, SIGHUP (and ignores SIGPIPE) in the calling thread; threads created later inherit it. */
 int CSystemShims_block_signals(void);
+/* Ignores SIGPIPE process-wide: OpenSSL writes with write(2), so a peer closing a TLS connection must be an
+   EPIPE error, not a signal that kills the process. */
+void CSystemShims_ignore_sigpipe(void);
 /* Waits for one of the blocked signals; returns its number. */
 int CSystemShims_wait_signal(void);
 /* Waits for a blocked signal for at most timeout_ms; 0 when none arrived. */

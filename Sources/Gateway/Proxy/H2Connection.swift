@@ -163,21 +163,34 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     // MARK: used by streams
 
+    // After `close()` these do nothing: a stream held elsewhere (its upstream) may still call back.
+
     func sendHead(_ streamID: Int32, status: Int, headers: [(String, String)], endStream: Bool) {
+        guard !closed else { return }
         _ = session.sendResponseHead(streamID: streamID, status: status, headers: headers, endStream: endStream)
     }
 
     func sendData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) {
+        guard !closed else { return }
         _ = session.sendData(streamID: streamID, bytes, endStream: endStream)
     }
 
-    func sendContinue(_ streamID: Int32) { _ = session.sendContinue(streamID: streamID) }
+    func sendContinue(_ streamID: Int32) {
+        guard !closed else { return }
+        _ = session.sendContinue(streamID: streamID)
+    }
 
-    func bufferedBytes(_ streamID: Int32) -> Int { session.bufferedBytes(streamID: streamID) }
+    func bufferedBytes(_ streamID: Int32) -> Int { closed ? 0 : session.bufferedBytes(streamID: streamID) }
 
-    func consume(_ streamID: Int32, _ bytes: Int) { session.consume(streamID: streamID, bytes: bytes) }
+    func consume(_ streamID: Int32, _ bytes: Int) {
+        guard !closed else { return }
+        session.consume(streamID: streamID, bytes: bytes)
+    }
 
-    func reset(_ streamID: Int32, _ code: H2ErrorCode) { session.resetStream(streamID: streamID, code: code) }
+    func reset(_ streamID: Int32, _ code: H2ErrorCode) {
+        guard !closed else { return }
+        session.resetStream(streamID: streamID, code: code)
+    }
 
     /// A stream finished on its own (not inside a session callback): push its frames out.
     func streamProgressed() { flush() }

@@ -5,7 +5,10 @@ import HTTPWire
 /// request path (same admission, App Check step, header rewriting, pool, errors, logs and metrics).
 final class H2StreamExchange: UpstreamOwner {
     let streamID: Int32
-    unowned let connection: H2Connection
+    /// Strong: a stream may outlive its connection's table (held by its upstream connection) and must be
+    /// able to call back safely; the connection's methods are no-ops once it closed. The cycle is broken
+    /// when the connection removes its streams (stream end, reset, or connection close).
+    let connection: H2Connection
     private var worker: Worker { connection.worker }
     private var exchange: Exchange?
     private var head: HTTPRequestHead?

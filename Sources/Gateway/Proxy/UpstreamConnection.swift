@@ -16,7 +16,9 @@ final class UpstreamConnection: EventHandler {
     static let readSize = 64 * 1024
 
     let fd: Int32
-    unowned let pool: UpstreamPool
+    /// Strong: a pool retired by a reload must outlive the connections still finishing their exchange. The
+    /// idle list (pool → connection) is emptied on retire and on close, which breaks the cycle.
+    let pool: UpstreamPool
     private(set) var state: State
     let outBuf = IOBuffer(capacity: 2048)
     private let inBuf = IOBuffer(capacity: 4096)

@@ -39,6 +39,7 @@ public final class GatewayServer: @unchecked Sendable {
 
     /// Binds every listener and starts the loops. Throws on a bind failure (nothing keeps running then).
     public func start() throws {
+        CSystemShims_ignore_sigpipe()
         let settings = self.settings
         let runtime = try Runtime(settings: settings, generation: 0)
         let threads = max(1, settings.server.threads)
