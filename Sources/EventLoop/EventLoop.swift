@@ -82,11 +82,6 @@ public final class EventLoop: @unchecked Sendable {
         if i < handlers.count { handlers[i] = handler }
     }
 
-    /// Changes the interest of a registered descriptor (listeners pause accepting this way).
-    public func modify(_ fd: Int32, interest: UInt32) {
-        _ = CSystemShims_epoll_ctl(epfd, CSystemShims_EPOLL_CTL_MOD, fd, interest)
-    }
-
     /// Removes `fd`; call before closing it.
     public func deregister(_ fd: Int32) {
         let i = Int(fd)

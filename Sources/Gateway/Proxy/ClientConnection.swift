@@ -522,9 +522,6 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         }
     }
 
-    /// Whether the upstream may read more response bytes (our send buffer is not over the bound).
-    var acceptsResponseBytes: Bool { outBuf.readableCount <= Self.highWater }
-
     // MARK: completion
 
     private func finishExchange() {
