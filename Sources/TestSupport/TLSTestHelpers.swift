@@ -206,6 +206,23 @@ final class TLSEchoServer: @unchecked Sendable {
     /// Read size per call: small, so that reads end with decrypted bytes still inside OpenSSL.
     let readSize: Int
 
+    /// The state of every connection, read on the loop thread (for a test's failure message).
+    func debugState() -> String {
+        let result = Mutex<String>("no answer from the loop")
+        let done = DispatchSemaphore(value: 0)
+        loop.execute { [self] in
+            let text = connections.values.map { c in
+                "fd \(c.fd): in \(c.inBuf.readableCount) out \(c.outBuf.readableCount) pending \(c.stream.pendingBytes) "
+                    + "readWantsWrite \(c.stream.readWantsWrite) writeWantsRead \(c.stream.writeWantsRead) "
+                    + "eof \(c.peerEOF) hup \(c.peerHungUp) closed \(c.closed)"
+            }.joined(separator: "; ")
+            result.withLock { $0 = "connections: [\(text)] echoed \(stats.withLock { $0.bytesEchoed })" }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 2)
+        return result.withLock { $0 }
+    }
+
     init(context: TLSServerContext, readSize: Int = 4096) throws {
         self.context = Mutex(context)
         self.readSize = readSize

@@ -196,7 +196,12 @@ private func serverContext(_ f: TLSFixtures, min: TLSMinimumVersion = .tls12,
         let deadline = Date().addingTimeInterval(60)
         var failure: String?
         loop: while received.readableCount < total {
-            guard Date() < deadline else { failure = "timed out with \(received.readableCount) bytes back"; break }
+            guard Date() < deadline else {
+                failure = "timed out with \(received.readableCount) bytes back; sent \(sent), client out \(out.readableCount), "
+                    + "client pending \(stream.pendingBytes) rww \(stream.readWantsWrite) wwr \(stream.writeWantsRead); "
+                    + "server \(server.debugState())"
+                break
+            }
             if out.isEmpty && sent < total {
                 let n = min(200_000, total - sent)  // odd-sized chunks, not record-aligned
                 payload.withUnsafeBytes { out.append(UnsafeRawBufferPointer(rebasing: $0[sent..<(sent + n)])) }
@@ -218,7 +223,7 @@ private func serverContext(_ f: TLSFixtures, min: TLSMinimumVersion = .tls12,
         }
         #expect(failure == nil, "\(failure ?? "")")
         #expect(received.readableCount == total)
-        #expect(received.readable.elementsEqual(payload), "echoed bytes differ")
+        #expect(received.readableCount == total && received.readable.elementsEqual(payload), "echoed bytes differ")
         stream.shutdown()
         // The server's 4 KiB reads of 16 KiB records leave decrypted bytes inside OpenSSL (SSL_pending) that
         // no epoll edge announces; the echo completing proves they were drained.
