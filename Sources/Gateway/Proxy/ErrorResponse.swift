@@ -3,9 +3,14 @@ import EventLoop
 /// The answers the gateway gives itself (SPEC §6): JSON `{"error":…,"reason":…,"request_id":…}` with
 /// `Content-Type: application/json`, the request id, and `Retry-After` on 503s.
 enum ErrorResponse {
+    /// The JSON body of SPEC §6, shared by HTTP/1.1 and HTTP/2 answers.
+    static func body(code: String, reason: String, requestId: String) -> String {
+        "{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(requestId)\"}"
+    }
+
     static func write(into out: IOBuffer, status: Int, code: String, reason: String, requestId: String, close: Bool,
                       retryAfter: Int?, headOnly: Bool) {
-        let body = "{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(requestId)\"}"
+        let body = Self.body(code: code, reason: reason, requestId: requestId)
         out.append(ResponseHeadWriter.statusLine(status))
         out.append(reasonPhrase(status))
         out.append("\r\nContent-Type: application/json\r\nContent-Length: ")

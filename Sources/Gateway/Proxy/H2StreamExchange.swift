@@ -217,7 +217,7 @@ final class H2StreamExchange: UpstreamOwner {
             finish()
             return
         }
-        let body = Array("{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(ex.requestId)\"}".utf8)
+        let body = Array(ErrorResponse.body(code: code, reason: reason, requestId: ex.requestId).utf8)
         var headers: [(String, String)] = [("content-type", "application/json"), ("content-length", String(body.count)),
                                            ("x-request-id", ex.requestId)]
         if let retryAfter { headers.append(("retry-after", String(retryAfter))) }

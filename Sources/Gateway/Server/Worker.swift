@@ -337,12 +337,18 @@ struct RequestIdGenerator {
     }
 
     mutating func next() -> String {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8](repeating: 0, count: 32)
         var a = next64(), b = next64()
-        for i in 0..<16 { out[15 - i] = hex[Int(a & 0xF)]; a >>= 4 }
-        for i in 0..<16 { out[31 - i] = hex[Int(b & 0xF)]; b >>= 4 }
-        return String(decoding: out, as: UTF8.self)
+        // Written straight into the string's storage: no table or scratch array per request.
+        return String(unsafeUninitializedCapacity: 32) { out in
+            for i in 0..<16 { out[15 - i] = Self.hexDigit(a & 0xF); a >>= 4 }
+            for i in 0..<16 { out[31 - i] = Self.hexDigit(b & 0xF); b >>= 4 }
+            return 32
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ v: UInt64) -> UInt8 {
+        v < 10 ? UInt8(ascii: "0") &+ UInt8(v) : UInt8(ascii: "a") &+ UInt8(v - 10)
     }
 }
 
