@@ -314,13 +314,17 @@ private final class TLSEchoConnection: EventHandler {
                 return
             }
         }
+        // Paused reading resumes only on progress: loop while paused and either flush wrote something. Only a
+        // pass whose flushes both hit EAGAIN may wait for EPOLLOUT (a flush that empties the buffer leaves no edge
+        // to come, and the bytes already decrypted inside OpenSSL would never be read).
         while !closed {
             let wrote = flush()
             if closed { return }
             let stop = readAvailable()
             if closed { return }
-            if stop == .paused && wrote { continue }
-            _ = flush()
+            let wroteAgain = flush()
+            if closed { return }
+            if stop == .paused && (wrote || wroteAgain) { continue }
             break
         }
         if !closed && outBuf.isEmpty && (peerEOF || closeAfterFlush) {
