@@ -22,7 +22,10 @@ public enum AppCheckVerifier {
     /// 1. `iss` a string (else `malformed`) equal byte for byte to `policy.issuer` (else `wrongIssuer`);
     /// 2. `aud` an array (else `malformed`) whose string members include every `policy.requiredAudiences`
     ///    entry (else `wrongAudience`);
-    /// 3. `sub` a non-empty string (else `malformed`), allowed by `policy.appIds` (else `appNotAllowed`);
+    /// 3. `sub` a string of 1–1,024 printable ASCII characters without spaces, 0x21–0x7E (else `malformed`:
+    ///    the gateway copies it into the `X-AppCheck-App-Id` request header, so no claim may carry CR, LF,
+    ///    NUL or anything else that could split or bend a request), allowed by `policy.appIds` (else
+    ///    `appNotAllowed`);
     /// 4. `exp` and `iat` present numbers (else `malformed`);
     /// 5. `now < exp + clockSkew` (else `expired`; `now == exp + clockSkew` is expired);
     /// 6. `iat <= now + clockSkew` (else `issuedInFuture`);
@@ -43,7 +46,7 @@ public enum AppCheckVerifier {
             return .failure(.wrongAudience)
         }
 
-        guard let sub = payload.member("sub")?.stringValue, !sub.isEmpty else { return .failure(.malformed) }
+        guard let sub = payload.member("sub")?.stringValue, isHeaderSafeAppId(sub) else { return .failure(.malformed) }
         guard policy.allows(appId: sub) else { return .failure(.appNotAllowed) }
 
         guard let exp = payload.member("exp")?.numberValue, let iat = payload.member("iat")?.numberValue else {
@@ -81,6 +84,19 @@ public enum AppCheckVerifier {
         }
         return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti,
                                        audiences: audiences, replayKey: replayKey))
+    }
+
+    /// The longest `sub` accepted (SPEC §6): Firebase App IDs are under 100 characters.
+    public static let maxAppIdLength = 1024
+
+    /// `sub` is 1–`maxAppIdLength` bytes, each 0x21–0x7E (printable ASCII, no space).
+    static func isHeaderSafeAppId(_ sub: String) -> Bool {
+        var count = 0
+        for byte in sub.utf8 {
+            guard byte >= 0x21, byte <= 0x7E else { return false }
+            count += 1
+        }
+        return count >= 1 && count <= maxAppIdLength
     }
 
     /// Step 7, first half: on a replay-protected route the token must be a limited-use token,

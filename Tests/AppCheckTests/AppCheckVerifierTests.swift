@@ -55,6 +55,16 @@ import Testing
         #expect(try reason(["sub": "12345"]) == .malformed)  // numeric sub
         #expect(try reason(["sub": "\"\""]) == .malformed)
         #expect(try reason(["sub": nil]) == .malformed)
+        // SPEC §6: sub is copied into X-AppCheck-App-Id, so it must be 1–1,024 characters 0x21–0x7E.
+        #expect(try reason(["sub": "\"1:1:ios:a\\r\\nGET /smuggled HTTP/1.1\""]) == .malformed)  // CRLF
+        #expect(try reason(["sub": "\"1:1:ios:a\\u0000b\""]) == .malformed)  // NUL
+        #expect(try reason(["sub": "\"1:1:ios:a b\""]) == .malformed)  // space
+        #expect(try reason(["sub": "\"1:1:ios:a\\tb\""]) == .malformed)  // tab
+        #expect(try reason(["sub": "\"1:1:ios:\u{7F}\""]) == .malformed)  // DEL
+        #expect(try reason(["sub": "\"1:1:ios:äöü\""]) == .malformed)  // non-ASCII
+        #expect(try reason(["sub": "\"" + String(repeating: "a", count: 1025) + "\""]) == .malformed)
+        #expect(try reason(["sub": "\"" + String(repeating: "a", count: 1024) + "\""]) == nil)
+        #expect(try reason(["sub": "\"!~\""]) == nil)  // both ends of the range
         let allowList = AppCheckPolicy(projectNumber: Fixtures.projectNumber, projectId: Fixtures.projectId, appIds: ["1:1:ios:other"])
         #expect(try reason(policy: allowList) == .appNotAllowed)
         let allowed = AppCheckPolicy(projectNumber: Fixtures.projectNumber, projectId: Fixtures.projectId, appIds: ["1:1:ios:other", Fixtures.appId])

@@ -137,8 +137,12 @@ STRICTER = [
     ("audience-number", "wrong_audience", "§4.2 item 6: aud is an array containing projects/<project_number>",
      "SDK only requires projects/<project_id>",
      lambda f: isinstance(f.claim("aud"), list) and f"projects/{NUMBER}" not in f.claim("aud")),
-    ("sub-non-empty", "malformed", "§4.2 item 6: sub a non-empty string",
-     "SDK accepts sub == \"\"", lambda f: f.claim("sub") == ""),
+    ("sub-header-safe", "malformed",
+     "sub is copied into the X-AppCheck-App-Id request header, so it must be 1-1,024 printable ASCII "
+     "characters without spaces (0x21-0x7E); see docs on verification",
+     "SDK accepts any string, including \"\", spaces, control characters and non-ASCII",
+     lambda f: isinstance(f.claim("sub"), str)
+     and not (1 <= len(f.claim("sub")) <= 1024 and all(0x21 <= ord(ch) <= 0x7E for ch in f.claim("sub")))),
     ("exp-iat-numbers", "malformed",
      "§4.2 item 6: exp and iat are present numbers (missing or wrong JSON type is malformed)",
      "PyJWT requires neither and int()s numeric strings and booleans",
