@@ -3,7 +3,7 @@ import Yams
 
 /// The sections of SPEC §3, each read with its defaults and limits (listed in `ConfigLoader` and README).
 extension ConfigDecoder {
-    static let rootKeys = ["server", "app_check", "replay", "upstreams", "routes"]
+    static let rootKeys = ["server", "app_check", "replay", "issuer", "upstreams", "routes"]
 
     /// Settings when the tree could be walked at all; callers look at `errors` to know whether they are valid.
     func decodeSettings(_ root: Node, sourcePath: String) -> Settings? {
@@ -16,6 +16,7 @@ extension ConfigDecoder {
             error(top.position, "missing required key 'app_check' (at least app_check.project_number)")
         }
         let replay = top.value("replay").map(decodeReplay) ?? ReplaySettings()
+        let issuer = top.value("issuer").map { decodeIssuer($0, projectNumber: appCheck.projectNumber) }
         let (upstreams, declared) = decodeUpstreams(top.value("upstreams"))
         var routes: [RouteSettings] = []
         if let node = top.value("routes") {
@@ -24,8 +25,10 @@ extension ConfigDecoder {
         } else {
             error(top.keyPosition("routes") ?? top.position, "missing required key 'routes': at least one route is required")
         }
-        return Settings(server: server, appCheck: appCheck, replay: replay, upstreams: upstreams,
-                        routes: routes, sourcePath: sourcePath)
+        var settings = Settings(server: server, appCheck: appCheck, replay: replay, upstreams: upstreams,
+                                routes: routes, sourcePath: sourcePath)
+        settings.issuer = issuer
+        return settings
     }
 
     // MARK: server

@@ -34,7 +34,34 @@ public func describeRoutes(_ settings: Settings) -> String {
         ])
     }
     lines += alignedRows(rows).map { "  " + $0 }
+    if let issuer = settings.issuer { lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber) }
     return lines.joined(separator: "\n") + "\n"
+}
+
+/// The issuer block of `check-config`: where it answers, what it signs with, and per app its methods.
+private func describeIssuer(_ issuer: IssuerSettings, projectNumber: String) -> [String] {
+    var lines = [
+        "issuer (answered before routes):",
+        "  api:  \(issuer.basePath)/v1/projects/{project}/apps/{app_id}:{method}",
+        "  jwks: \(issuer.basePath)/v1/jwks",
+        "  iss:  \(issuer.tokenIssuer(projectNumber: projectNumber))",
+        "  signing keys: \(issuer.signingKeyPaths.count) (signs with \(issuer.signingKeyPaths.first ?? "?"))",
+        "  ttl: session \(ConfigValueParser.formatDuration(issuer.sessionTTL)), limited use \(ConfigValueParser.formatDuration(issuer.limitedUseTTL)), challenge \(ConfigValueParser.formatDuration(issuer.challengeTTL))",
+        "  state: \(issuer.state.store.rawValue); at most \(issuer.maxExchangesPerSecond) exchanges/s",
+    ]
+    var rows = [["APP ID", "METHODS"]]
+    for app in issuer.apps {
+        var methods = app.methods
+        if let attest = app.appAttest {
+            methods = methods.map { $0 == "exchangeAppAttestAttestation" ? "\($0) (\(attest.environments.map(\.rawValue).joined(separator: "+")))" : $0 }
+        }
+        rows.append([app.appId, methods.joined(separator: ", ")])
+    }
+    lines += alignedRows(rows).map { "  " + $0 }
+    if !issuer.customTokenIssuers.isEmpty {
+        lines.append("  custom tokens from: " + issuer.customTokenIssuers.map(\.iss).joined(separator: ", "))
+    }
+    return lines
 }
 
 /// Pads every column but the last to its widest cell, two spaces apart.

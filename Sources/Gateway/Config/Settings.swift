@@ -13,6 +13,8 @@ public struct Settings: Sendable {
     public var routes: [RouteSettings]
     /// The file this came from (for reload and messages).
     public var sourcePath: String
+    /// The self-hosted App Check provider, when `issuer:` is written.
+    public var issuer: IssuerSettings? = nil
 
     /// The App Check rules of SPEC §4.2 from `app_check` and `replay.limited_use_max_ttl`.
     public var appCheckPolicy: AppCheckPolicy {
