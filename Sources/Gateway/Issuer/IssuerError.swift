@@ -1,0 +1,63 @@
+/// A refused exchange, Google-style (SPEC §10): the response says only the category (`status`, `code`, a short
+/// `message`); `rule` names exactly which rule failed and goes to the log line only.
+public struct IssuerError: Error, Sendable, Equatable {
+    /// The HTTP status: 400, 403, 404, 413, 429 or 503.
+    public let code: Int
+    /// `INVALID_ARGUMENT`, `PERMISSION_DENIED`, `NOT_FOUND`, `RESOURCE_EXHAUSTED` or `UNAVAILABLE`.
+    public let status: String
+    /// What the client is told; never names the failing rule beyond the category.
+    public let message: String
+    /// The failing rule, for logs and tests (`challenge_unknown`, `nonce_mismatch`, `body_not_json`, …).
+    public let rule: String
+
+    public init(code: Int, status: String, message: String, rule: String) {
+        self.code = code
+        self.status = status
+        self.message = message
+        self.rule = rule
+    }
+
+    /// 400: bad JSON, base64 or field.
+    public static func invalidArgument(_ rule: String, _ message: String) -> IssuerError {
+        IssuerError(code: 400, status: "INVALID_ARGUMENT", message: message, rule: rule)
+    }
+
+    /// 403: the evidence was refused. The message is the same for every rule.
+    public static func permissionDenied(_ rule: String) -> IssuerError {
+        IssuerError(code: 403, status: "PERMISSION_DENIED", message: "The attestation evidence was refused.", rule: rule)
+    }
+
+    /// 404: unknown app or method.
+    public static func notFound(_ rule: String, _ message: String) -> IssuerError {
+        IssuerError(code: 404, status: "NOT_FOUND", message: message, rule: rule)
+    }
+
+    /// 413 (still `INVALID_ARGUMENT`, as Google answers oversized bodies).
+    public static let bodyTooLarge = IssuerError(code: 413, status: "INVALID_ARGUMENT",
+                                                 message: "The request body exceeds 64 KiB.", rule: "body_too_large")
+
+    /// 429: past `max_exchanges_per_second`.
+    public static let rateLimited = IssuerError(code: 429, status: "RESOURCE_EXHAUSTED",
+                                                message: "Too many exchanges; retry later.", rule: "rate_limited")
+
+    /// 503: the state store or Apple could not answer; nothing was minted.
+    public static func unavailable(_ rule: String) -> IssuerError {
+        IssuerError(code: 503, status: "UNAVAILABLE", message: "The service is unavailable; retry later.", rule: rule)
+    }
+
+    /// The label of `appcheck_issuer_exchanges_total{result}` for this refusal.
+    public var metricResult: String {
+        switch code {
+        case 400, 413: "invalid_argument"
+        case 403: "permission_denied"
+        case 404: "not_found"
+        case 429: "resource_exhausted"
+        default: "unavailable"
+        }
+    }
+
+    /// `{"error":{"code":N,"message":"…","status":"…"}}`.
+    public var body: [UInt8] {
+        Array("{\"error\":{\"code\":\(code),\"message\":\(IssuerJSON.quote(message)),\"status\":\"\(status)\"}}".utf8)
+    }
+}
