@@ -28,15 +28,27 @@ public struct AppCheckPolicy: Sendable {
     /// Builds a policy; the caller (config validation) makes sure the numbers are non-negative.
     public init(projectNumber: String, projectId: String? = nil, appIds: Set<String> = [],
                 clockSkew: Double = defaultClockSkew, maxLifetime: Double = defaultMaxLifetime,
-                limitedUseMaxTTL: Double = defaultLimitedUseMaxTTL) {
+                limitedUseMaxTTL: Double = defaultLimitedUseMaxTTL, issuer: String? = nil) {
         self.projectNumber = projectNumber
         self.projectId = projectId
         self.appIds = appIds
         self.clockSkew = clockSkew
         self.maxLifetime = maxLifetime
         self.limitedUseMaxTTL = limitedUseMaxTTL
-        self.issuer = "https://firebaseappcheck.googleapis.com/" + projectNumber
+        self.issuer = issuer ?? Self.firebaseIssuer(projectNumber: projectNumber)
         self.requiredAudiences = ["projects/" + projectNumber] + (projectId.map { ["projects/" + $0] } ?? [])
+    }
+
+    /// Firebase's `iss` for a project: `https://firebaseappcheck.googleapis.com/<project_number>`.
+    public static func firebaseIssuer(projectNumber: String) -> String {
+        "https://firebaseappcheck.googleapis.com/" + projectNumber
+    }
+
+    /// The same rules for tokens of another key set, whose `iss` must be `issuer` (SPEC §4.2 step 6: a key
+    /// vouches only for its own issuer).
+    public func withIssuer(_ issuer: String) -> AppCheckPolicy {
+        AppCheckPolicy(projectNumber: projectNumber, projectId: projectId, appIds: appIds, clockSkew: clockSkew,
+                       maxLifetime: maxLifetime, limitedUseMaxTTL: limitedUseMaxTTL, issuer: issuer)
     }
 
     /// True when `sub` is allowed: the list is empty, or holds exactly these UTF-8 bytes.

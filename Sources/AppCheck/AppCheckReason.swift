@@ -20,7 +20,8 @@ public enum AppCheckReason: String, Error, Sendable, CaseIterable, Hashable {
     case unknownKid = "unknown_kid"
     /// The RSASSA-PKCS1-v1_5 SHA-256 signature does not verify.
     case badSignature = "bad_signature"
-    /// `iss` is not `https://firebaseappcheck.googleapis.com/<project_number>`.
+    /// `iss` is not the issuer of the key set the signing key came from (Firebase's
+    /// `https://firebaseappcheck.googleapis.com/<project_number>`, or the gateway's own).
     case wrongIssuer = "wrong_issuer"
     /// `aud` lacks `projects/<project_number>` (or `projects/<project_id>` when configured).
     case wrongAudience = "wrong_audience"
@@ -32,6 +33,8 @@ public enum AppCheckReason: String, Error, Sendable, CaseIterable, Hashable {
     case issuedInFuture = "issued_in_future"
     /// `exp - iat` exceeds the maximum lifetime (7 days).
     case lifetimeTooLong = "lifetime_too_long"
+    /// The route lists `providers` and the token's `provider` claim (`unspecified` when absent) is not one.
+    case providerNotAllowed = "provider_not_allowed"
     /// On a replay-protected route, the token lives longer than `limited_use_max_ttl`.
     case limitedUseRequired = "limited_use_required"
     /// The token was already consumed on a replay-protected route.

@@ -4,7 +4,8 @@
 /// 1. `AppCheckToken.parse` (steps 2–3),
 /// 2. `verifySignature` (steps 4–5; the gateway owns the unknown-`kid` refetch),
 /// 3. `checkClaims` (step 6), on every request including cache hits,
-/// 4. `checkLimitedUse` (step 7, first half) on replay-protected routes, before the gateway consumes
+/// 4. `checkProvider` (step 7) on routes that list `providers`,
+/// 5. `checkLimitedUse` (step 8, first half) on replay-protected routes, before the gateway consumes
 ///    `VerifiedClaims.replayKey`.
 ///
 /// Pure: the time is an argument (`now`, seconds since the Unix epoch); no I/O, no logging, no global state.
@@ -31,7 +32,7 @@ public enum AppCheckVerifier {
     /// 6. `iat <= now + clockSkew` (else `issuedInFuture`);
     /// 7. `exp - iat <= maxLifetime` (else `lifetimeTooLong`; exactly 7 days passes);
     /// 8. `nbf`, when present, a number (else `malformed`) `<= now + clockSkew` (else `issuedInFuture`);
-    /// 9. `jti`, when present, a non-empty string (else `malformed`);
+    /// 9. `jti`, when present, a non-empty string (else `malformed`); `provider`, when present, likewise;
     /// 10. every `aud` member a string (else `malformed`) — last, as SPEC lists it.
     ///
     /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
@@ -67,6 +68,12 @@ public enum AppCheckVerifier {
             jti = value
         }
 
+        var provider: String? = nil
+        if let providerValue = payload.member("provider") {
+            guard let value = providerValue.stringValue, !value.isEmpty else { return .failure(.malformed) }
+            provider = value
+        }
+
         var audiences: [String] = []
         for member in audMembers {
             guard let value = member.stringValue else { return .failure(.malformed) }
@@ -82,8 +89,10 @@ public enum AppCheckVerifier {
             // TokenClaims always carries the signature key when the payload has no jti member.
             return .failure(.malformed)
         }
-        return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti,
-                                       audiences: audiences, replayKey: replayKey))
+        var verified = VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audiences: audiences,
+                                      replayKey: replayKey)
+        verified.provider = provider
+        return .success(verified)
     }
 
     /// The longest `sub` accepted (SPEC §6): Firebase App IDs are under 100 characters.
@@ -99,13 +108,20 @@ public enum AppCheckVerifier {
         return count >= 1 && count <= maxAppIdLength
     }
 
-    /// Step 7, first half: on a replay-protected route the token must be a limited-use token,
+    /// Step 7 (SPEC §4.2): when the route lists `providers`, the token's `provider` claim — `unspecified` when
+    /// absent — must be one of them, else `providerNotAllowed`. An empty set admits every token.
+    public static func checkProvider(_ claims: VerifiedClaims, allowed: Set<String>) -> AppCheckReason? {
+        guard !allowed.isEmpty else { return nil }
+        return allowed.contains(claims.provider ?? "unspecified") ? nil : .providerNotAllowed
+    }
+
+    /// Step 8, first half: on a replay-protected route the token must be a limited-use token,
     /// `exp - iat <= policy.limitedUseMaxTTL`, else `limitedUseRequired`. `nil` when it is.
     public static func checkLimitedUse(_ claims: VerifiedClaims, policy: AppCheckPolicy) -> AppCheckReason? {
         claims.lifetime <= policy.limitedUseMaxTTL ? nil : .limitedUseRequired
     }
 
-    /// Steps 2–6 (and step 7's lifetime check when `limitedUse`), uncached. Consuming the replay key is the
+    /// Steps 2–6 (and step 8's lifetime check when `limitedUse`), uncached. Consuming the replay key is the
     /// gateway's.
     public static func verify(token: [UInt8], keys: JWKSet, policy: AppCheckPolicy, now: Double,
                               limitedUse: Bool = false) -> Result<VerifiedClaims, AppCheckReason> {

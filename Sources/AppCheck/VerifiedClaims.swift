@@ -14,6 +14,9 @@ public struct VerifiedClaims: Sendable, Equatable {
     /// SHA-256(signing input + "." + raw signature bytes). Never derived from the raw token text, so a
     /// re-encoded token cannot slip past.
     public let replayKey: [UInt8]
+    /// The `provider` claim of the gateway's own issuer (`app_attest`, `device_check`, `debug`, `custom`);
+    /// nil when absent, as in Firebase's tokens.
+    public var provider: String? = nil
 
     /// `exp - iat`, the lifetime the issuer gave the token.
     public var lifetime: Double { expiresAt - issuedAt }

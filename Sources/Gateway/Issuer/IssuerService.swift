@@ -1,0 +1,143 @@
+import AppCheck
+import Foundation
+
+/// What an issuer call produced: the response to send and the fields of its one log line.
+public struct IssuerOutcome: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+    /// Extra response headers (`Cache-Control` on the key set); `Content-Type: application/json` always.
+    public var headers: [(String, String)] = []
+    /// For the log line and `appcheck_issuer_exchanges_total{app_id,method,result}`: `minted`, `challenge`,
+    /// `jwks`, or the refusal category; `rule` names the failing rule (empty on success).
+    public var appId: String
+    public var method: String
+    public var result: String
+    public var rule: String
+
+    static func failure(_ error: IssuerError, appId: String, method: String) -> IssuerOutcome {
+        IssuerOutcome(status: error.code, body: error.body, appId: appId, method: method, result: error.metricResult,
+                      rule: error.rule)
+    }
+}
+
+/// The self-hosted App Check provider of SPEC §10, independent of HTTP/1.1 or HTTP/2: a built-in handler
+/// hands it the matched `IssuerPath`, the request method and the body, and sends back the outcome. Runs off
+/// the event loops (it awaits its state store, and attestation checks cost CPU); safe to call concurrently.
+public final class IssuerService: Sendable {
+    public let settings: IssuerSettings
+    public let projectNumber: String
+    public let projectId: String?
+    public let keys: IssuerKeys
+    let state: IssuerState
+    let limiter: ExchangeRateLimiter
+    let clock: @Sendable () -> Double
+    private let debugSecrets: [String: DebugSecrets]
+
+    public init(settings: IssuerSettings, projectNumber: String, projectId: String?, keys: IssuerKeys,
+                state: IssuerState, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+        self.settings = settings
+        self.projectNumber = projectNumber
+        self.projectId = projectId
+        self.keys = keys
+        self.state = state
+        self.clock = clock
+        limiter = ExchangeRateLimiter(ratePerSecond: settings.maxExchangesPerSecond, now: clock())
+        debugSecrets = Dictionary(settings.apps.map { ($0.appId, DebugSecrets($0.debugSecrets)) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// `iss` of the tokens minted here.
+    public var tokenIssuer: String { settings.tokenIssuer(projectNumber: projectNumber) }
+
+    /// Answers one call. `httpMethod` is the request method (`GET` for the key set, `POST` for the rest).
+    public func handle(_ path: IssuerPath, httpMethod: String, body: [UInt8]) async -> IssuerOutcome {
+        switch path {
+        case .jwks:
+            guard httpMethod == "GET" || httpMethod == "HEAD" else {
+                return .failure(.notFound("jwks_not_get", "The key set is read with GET."), appId: "", method: "jwks")
+            }
+            return IssuerOutcome(status: 200, body: keys.document, headers: [("Cache-Control", "public, max-age=3600")],
+                                 appId: "", method: "jwks", result: "jwks", rule: "")
+        case let .unknown(rule):
+            return .failure(.notFound(rule, "No such method."), appId: "", method: "unknown")
+        case let .method(project, appId, method):
+            do {
+                return try await call(method, project: project, appId: appId, httpMethod: httpMethod, body: body)
+            } catch {
+                return .failure(error, appId: appId, method: method.rawValue)
+            }
+        }
+    }
+
+    private func call(_ method: IssuerMethod, project: String, appId: String, httpMethod: String,
+                      body: [UInt8]) async throws(IssuerError) -> IssuerOutcome {
+        guard httpMethod == "POST" else { throw .notFound("method_not_post", "Exchange methods are called with POST.") }
+        guard project == projectNumber || (projectId != nil && project == projectId) else {
+            throw .notFound("unknown_project", "No such project.")
+        }
+        guard let app = settings.app(appId) else { throw .notFound("unknown_app", "No such app.") }
+        guard app.methods.contains(method.rawValue) else { throw .notFound("method_not_enabled", "No such method for this app.") }
+        // Cheap refusals come before anything that costs CPU or a store round trip (SPEC §10 limits).
+        guard body.count <= IssuerJSON.maxBodyBytes else { throw .bodyTooLarge }
+        guard limiter.admit(now: clock()) else { throw .rateLimited }
+        let json = try IssuerJSON(body: body)
+
+        switch method {
+        case .generateAppAttestChallenge:
+            return try await challenge(app)
+        case .exchangeDebugToken:
+            let presented = try json.string("debug_token")
+            let limitedUse = try json.limitedUse()
+            guard debugSecrets[app.appId]?.matches(presented) == true else { throw .permissionDenied("debug_secret_unknown") }
+            return try mintOutcome(app, method: method, limitedUse: limitedUse)
+        case .exchangeAppAttestAttestation, .exchangeAppAttestAssertion, .exchangeDeviceCheckToken, .exchangeCustomToken:
+            // Wired to the App Attest, DeviceCheck and custom-token verifiers by their own issues (11, 12).
+            throw .notFound("method_not_available", "No such method for this app.")
+        }
+    }
+
+    /// `generateAppAttestChallenge`: 32 random bytes, single use, bound to the app, `challenge_ttl`.
+    private func challenge(_ app: IssuerAppSettings) async throws(IssuerError) -> IssuerOutcome {
+        var generator = SystemRandomNumberGenerator()
+        let challenge = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let now = clock()
+        do {
+            try await state.putChallenge(challenge, appId: app.appId, now: now, expiresAt: now + settings.challengeTTL)
+        } catch {
+            throw .unavailable("state_unavailable")
+        }
+        return IssuerOutcome(status: 200, body: IssuerResponse.challenge(challenge, ttl: Int(settings.challengeTTL)),
+                             appId: app.appId, method: IssuerMethod.generateAppAttestChallenge.rawValue,
+                             result: "challenge", rule: "")
+    }
+
+    /// The minted token's lifetime for `app`.
+    func ttl(_ app: IssuerAppSettings, limitedUse: Bool) -> Int {
+        Int(limitedUse ? (app.limitedUseTTL ?? settings.limitedUseTTL) : (app.sessionTTL ?? settings.sessionTTL))
+    }
+
+    private func mintOutcome(_ app: IssuerAppSettings, method: IssuerMethod, limitedUse: Bool) throws(IssuerError) -> IssuerOutcome {
+        let ttl = ttl(app, limitedUse: limitedUse)
+        let token = try mint(app, provider: method.provider ?? "unspecified", ttl: ttl)
+        return IssuerOutcome(status: 200, body: IssuerResponse.token(token, ttl: ttl), appId: app.appId,
+                             method: method.rawValue, result: "minted", rule: "")
+    }
+
+    /// A token per SPEC §10 "Minted tokens": header `{"alg":"RS256","kid","typ":"JWT"}`; claims `iss`, `sub`,
+    /// `aud` (number, then ID when set), `iat`, `exp`, `jti` (128 random bits, always) and `provider`.
+    func mint(_ app: IssuerAppSettings, provider: String, ttl: Int) throws(IssuerError) -> String {
+        let now = Int(clock())
+        var generator = SystemRandomNumberGenerator()
+        let jti = Base64URL.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        var audiences = [IssuerJSON.quote("projects/" + projectNumber)]
+        if let projectId { audiences.append(IssuerJSON.quote("projects/" + projectId)) }
+        let header = "{\"alg\":\"RS256\",\"kid\":\(IssuerJSON.quote(keys.signer.kid)),\"typ\":\"JWT\"}"
+        let claims = "{\"iss\":\(IssuerJSON.quote(tokenIssuer)),\"sub\":\(IssuerJSON.quote(app.appId))"
+            + ",\"aud\":[\(audiences.joined(separator: ","))],\"iat\":\(now),\"exp\":\(now + ttl)"
+            + ",\"jti\":\"\(jti)\",\"provider\":\(IssuerJSON.quote(provider))}"
+        do {
+            return try TokenMinter.mintRaw(headerJSON: header, payloadJSON: claims, key: keys.signer.key)
+        } catch {
+            throw .unavailable("signing_failed")
+        }
+    }
+}
