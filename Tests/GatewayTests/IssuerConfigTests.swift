@@ -228,3 +228,60 @@ import TestSupport
         single(environment, line: 26, "expected production or development")
     }
 }
+
+/// `routes[].providers` (SPEC §3, §4.2 step 7) and `app_check.trusted_issuers` (§4.3).
+@Suite struct ProvidersAndTrustedIssuersConfigTests {
+    static let base = """
+    app_check:
+      project_number: "123456789012"
+    upstreams:
+      api:
+        url: http://127.0.0.1:3000
+    routes:
+      - name: all
+        prefix: /
+        upstream: api
+    """
+
+    func load(_ yaml: String) -> Result<Settings, ConfigErrors> {
+        ConfigLoader.load(yaml: yaml, path: "gw.yaml", environment: [:], cores: 2)
+    }
+
+    func messages(_ yaml: String) -> [String] {
+        if case let .failure(errors) = load(yaml) { return errors.errors.map { "\($0.line):\($0.column): \($0.message)" } }
+        return []
+    }
+
+    @Test func providersAreListedPerRoute() throws {
+        let settings = try load(Self.base + "\n    providers: [app_attest, device_check]").get()
+        #expect(settings.routes[0].providers == ["app_attest", "device_check"])
+        #expect(try load(Self.base).get().routes[0].providers.isEmpty)
+        #expect(messages(Self.base + "\n    providers: [app_atest]") == [
+            "10:17: invalid provider 'app_atest' in route 'all' providers: expected app_attest, device_check, play_integrity, recaptcha_v3, recaptcha_enterprise, debug, custom or unspecified",
+        ])
+        #expect(messages(Self.base + "\n    providers: [debug, debug]") == ["10:24: route 'all' providers lists debug twice"])
+        #expect(messages(Self.base + "\n    enforcement: off\n    providers: [debug]") == [
+            "11:16: route 'all' providers has no effect with enforcement: off (no token is examined)",
+        ])
+    }
+
+    @Test func trustedIssuersNeedAnIssAndAKeySet() throws {
+        let yaml = Self.base.replacingOccurrences(of: "  project_number: \"123456789012\"", with: """
+          project_number: "123456789012"
+          trusted_issuers:
+            - iss: https://other.example.com/appcheck/123456789012
+              jwks_url: https://other.example.com/appcheck/v1/jwks
+        """)
+        let settings = try load(yaml).get()
+        #expect(settings.appCheck.trustedIssuers.map(\.iss) == ["https://other.example.com/appcheck/123456789012"])
+        #expect(settings.appCheck.trustedIssuers.map(\.jwksURL) == ["https://other.example.com/appcheck/v1/jwks"])
+
+        let firebase = yaml.replacingOccurrences(of: "https://other.example.com/appcheck/123456789012",
+                                                 with: "https://firebaseappcheck.googleapis.com/123456789012")
+        #expect(messages(firebase) == ["4:12: app_check.trusted_issuers[0].iss is Firebase's issuer, which app_check.jwks already covers"])
+        let badURL = yaml.replacingOccurrences(of: "jwks_url: https://", with: "jwks_url: ftp://")
+        #expect(messages(badURL).first?.contains("must start with https://, http:// or file://") == true)
+        let missing = yaml.replacingOccurrences(of: "      jwks_url: https://other.example.com/appcheck/v1/jwks\n", with: "")
+        #expect(messages(missing) == ["4:7: missing required key 'jwks_url' in app_check.trusted_issuers[0]"])
+    }
+}

@@ -97,6 +97,41 @@ extension ConfigDecoder {
         return issuer
     }
 
+    /// `app_check.trusted_issuers: [{iss, jwks_url}]` (SPEC §4.3): key sets of other deployments' issuers.
+    /// Each `iss` is unique and is neither Firebase's nor this gateway's own (a key vouches for one issuer).
+    func decodeTrustedIssuers(_ node: Node) -> [TrustedIssuerSettings] {
+        guard let items = list(node, "app_check.trusted_issuers") else { return [] }
+        var result: [TrustedIssuerSettings] = []
+        for (i, item) in items.enumerated() {
+            let context = "app_check.trusted_issuers[\(i)]"
+            guard let f = fields(item, context, known: ["iss", "jwks_url"]) else { continue }
+            var iss: String?, url: String?
+            if let v = f.value("iss"), let text = nonEmptyString(v, "\(context).iss") {
+                if text.hasPrefix("https://firebaseappcheck.googleapis.com/") {
+                    error(v, "\(context).iss is Firebase's issuer, which app_check.jwks already covers")
+                } else if result.contains(where: { $0.iss == text }) {
+                    error(v, "\(context).iss '\(text)' is listed twice")
+                } else {
+                    iss = text
+                }
+            } else if f.value("iss") == nil {
+                error(f.position, "missing required key 'iss' in \(context)")
+            }
+            if let v = f.value("jwks_url"), let text = nonEmptyString(v, "\(context).jwks_url") {
+                let lower = text.lowercased()
+                if lower.hasPrefix("https://") || lower.hasPrefix("http://") || lower.hasPrefix("file://") {
+                    url = text
+                } else {
+                    error(v, "\(context).jwks_url must start with https://, http:// or file://, got '\(text)'")
+                }
+            } else if f.value("jwks_url") == nil {
+                error(f.position, "missing required key 'jwks_url' in \(context)")
+            }
+            if let iss, let url { result.append(TrustedIssuerSettings(iss: iss, jwksURL: url)) }
+        }
+        return result
+    }
+
     /// `https://host[/path]` (or `http://`), no trailing `/`, query, fragment or user info: the prefix of `iss`.
     static func issuerURLProblem(_ text: String) -> String? {
         let lower = text.lowercased()

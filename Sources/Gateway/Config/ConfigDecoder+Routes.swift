@@ -4,7 +4,7 @@ import Yams
 extension ConfigDecoder {
     static let routeKeys = [
         "name", "path", "prefix", "methods", "upstream", "enforcement", "replay_protection", "max_body_bytes",
-        "forward_token", "cors_preflight",
+        "forward_token", "cors_preflight", "providers",
     ]
 
     /// What the shadowing check needs to know of a route that has already been read.
@@ -120,6 +120,8 @@ extension ConfigDecoder {
                 cors = value
             }
 
+            let providers = decodeProviders(f, context, enforcement: enforcement)
+
             if let match, let matchNode {
                 if let shadow = seen.first(where: { Self.covers($0.match, $0.methods, match, methods) }) {
                     error(matchNode, "\(context) can never match: route '\(shadow.name)' at \(shadow.namePosition) comes first and matches every request it would (first match wins)")
@@ -135,9 +137,34 @@ extension ConfigDecoder {
             route.replayProtection = replayProtection
             route.forwardToken = forwardToken
             route.corsPreflight = cors
+            route.providers = providers
             routes.append(route)
         }
         return routes
+    }
+
+    /// The `provider` claim values a route may list (`unspecified`: a token without the claim, as Firebase's).
+    static let providerNames = ["app_attest", "device_check", "play_integrity", "recaptcha_v3", "recaptcha_enterprise",
+                                "debug", "custom", "unspecified"]
+
+    /// `providers: [app_attest, …]` (SPEC §3, §4.2 step 7): admit only tokens whose `provider` claim is listed.
+    private func decodeProviders(_ f: ConfigFields, _ context: String, enforcement: Enforcement) -> Set<String> {
+        guard let v = f.value("providers"), let items = list(v, "\(context) providers") else { return [] }
+        if enforcement == .off {
+            error(v, "\(context) providers has no effect with enforcement: off (no token is examined)")
+            return []
+        }
+        if items.isEmpty { error(v, "\(context) providers must list at least one provider, or be left out") }
+        var providers: Set<String> = []
+        for item in items {
+            guard let name = string(item, "\(context) providers") else { continue }
+            guard Self.providerNames.contains(name) else {
+                error(item, "invalid provider '\(name)' in \(context) providers: expected \(Self.providerNames.joined(separator: ", ").replacingLastComma())")
+                continue
+            }
+            if !providers.insert(name).inserted { error(item, "\(context) providers lists \(name) twice") }
+        }
+        return providers
     }
 
     /// A route path or prefix: starts with `/`, no query, fragment or whitespace.

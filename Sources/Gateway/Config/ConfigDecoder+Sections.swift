@@ -17,6 +17,11 @@ extension ConfigDecoder {
         }
         let replay = top.value("replay").map(decodeReplay) ?? ReplaySettings()
         let issuer = top.value("issuer").map { decodeIssuer($0, projectNumber: appCheck.projectNumber) }
+        if let issuer, !issuer.issuerURL.isEmpty,
+           appCheck.trustedIssuers.contains(where: { $0.iss == issuer.tokenIssuer(projectNumber: appCheck.projectNumber) }),
+           let node = top.value("issuer") {
+            error(node, "issuer.issuer_url makes this gateway's own issuer, which app_check.trusted_issuers must not list again")
+        }
         let (upstreams, declared) = decodeUpstreams(top.value("upstreams"))
         var routes: [RouteSettings] = []
         if let node = top.value("routes") {
@@ -195,6 +200,7 @@ extension ConfigDecoder {
         var appCheck = AppCheckSettings()
         guard let f = fields(node, "app_check", known: [
             "project_number", "project_id", "app_ids", "jwks", "clock_skew", "token_cache_size", "outdated_client",
+            "trusted_issuers",
         ]) else { return appCheck }
         if let value = f.value("project_number") {
             if let text = string(value, "app_check.project_number") {
@@ -218,6 +224,7 @@ extension ConfigDecoder {
             appCheck.appIds = items.compactMap { nonEmptyString($0, "an entry of app_check.app_ids") }
         }
         if let value = f.value("jwks") { appCheck.jwks = decodeJWKS(value) }
+        if let value = f.value("trusted_issuers") { appCheck.trustedIssuers = decodeTrustedIssuers(value) }
         if let v = f.value("clock_skew"), let d = duration(v, "app_check.clock_skew", in: 0...300) {
             appCheck.clockSkew = d
         }

@@ -33,6 +33,17 @@ public struct Settings: Sendable {
     }
 }
 
+/// One `app_check.trusted_issuers` entry: tokens whose key comes from this set must carry this `iss`.
+public struct TrustedIssuerSettings: Sendable {
+    public var iss: String
+    /// `https://`, `http://` or `file://`; fetched and cached with `app_check.jwks`'s timings.
+    public var jwksURL: String
+    public init(iss: String, jwksURL: String) {
+        self.iss = iss
+        self.jwksURL = jwksURL
+    }
+}
+
 /// A `host:port` to listen on or connect to. `host` is an IPv4 or IPv6 literal (no brackets) or a name.
 public struct HostPort: Sendable, Hashable, CustomStringConvertible {
     public var host: String
@@ -130,6 +141,8 @@ public struct AppCheckSettings: Sendable {
     public var clockSkew: Double = 10
     public var tokenCacheSize: Int = 100_000
     public var outdatedClient: OutdatedClientSettings? = nil
+    /// Further key sets for tokens minted by other deployments' issuers (SPEC §4.3), each with its own `iss`.
+    public var trustedIssuers: [TrustedIssuerSettings] = []
     public init() {}
 }
 
@@ -191,6 +204,8 @@ public struct RouteSettings: Sendable {
     public var maxBodyBytes: Int64
     public var forwardToken: Bool = false
     public var corsPreflight: CORSPreflight = .bypass
+    /// `provider` claims admitted (`unspecified` for tokens without one); empty = any (SPEC §4.2 step 7).
+    public var providers: Set<String> = []
     public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
         self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes
     }
