@@ -20,16 +20,23 @@ struct ConfigOption: ParsableArguments {
     @Option(name: .long, help: "The YAML configuration file (default: $APPCHECK_GATEWAY_CONFIG, then Config/gateway.yaml).")
     var config: String?
 
+    static let defaultPath = "Config/gateway.yaml"
+
     var path: String {
-        config ?? ProcessInfo.processInfo.environment["APPCHECK_GATEWAY_CONFIG"] ?? "Config/gateway.yaml"
+        config ?? ProcessInfo.processInfo.environment["APPCHECK_GATEWAY_CONFIG"] ?? Self.defaultPath
     }
 
-    /// Loads the file or exits 1 after printing every error as `FILE:LINE:COLUMN: message`.
+    /// Loads the file or exits 1 after printing every error as `FILE:LINE:COLUMN: message`. When the file was
+    /// not named at all and the default does not exist, one more line says how to make one.
     func load() throws -> Settings {
         switch ConfigLoader.load(path: path) {
         case .success(let settings): return settings
         case .failure(let errors):
             for e in errors.errors { printError(e.description) }
+            if config == nil, ProcessInfo.processInfo.environment["APPCHECK_GATEWAY_CONFIG"] == nil,
+               !FileManager.default.fileExists(atPath: path) {
+                printError("appcheck-gateway: no --config and no $APPCHECK_GATEWAY_CONFIG, so \(Self.defaultPath) (relative to the working directory) was read; start one with `cp Config/gateway.example.yaml Config/gateway.yaml`, or try `appcheck-gateway demo`")
+            }
             throw ExitCode(1)
         }
     }

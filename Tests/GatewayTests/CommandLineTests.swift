@@ -34,6 +34,26 @@ import TestSupport
         #expect(!version.isEmpty && !version.contains("\n") && version.first?.isNumber == true, "\(r.stdout)")
     }
 
+    /// With no `--config` and no `$APPCHECK_GATEWAY_CONFIG`, `serve` reads `Config/gateway.yaml` in the working
+    /// directory; when that is missing the error says what was read and how to start one.
+    @Test func missingDefaultConfigSaysHowToMakeOne() throws {
+        let empty = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: empty) }
+        var env = ProcessInfo.processInfo.environment
+        env["APPCHECK_GATEWAY_CONFIG"] = nil
+        let binary = URL(fileURLWithPath: Run.gatewayBinary).standardizedFileURL.path
+        let r = try Run.command("/bin/sh", ["-c", "cd '\(empty.path)' && exec '\(binary)' check-config"], environment: env)
+        #expect(r.status == 1)
+        let lines = r.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == "Config/gateway.yaml:1:1: cannot read file: No such file or directory", "\(r.stderr)")
+        #expect(lines.count == 2 && lines[1].contains("cp Config/gateway.example.yaml Config/gateway.yaml"), "\(r.stderr)")
+
+        env["APPCHECK_GATEWAY_CONFIG"] = "/nonexistent/from-env.yaml"
+        let named = try Run.command(Run.gatewayBinary, ["check-config"], environment: env)
+        #expect(named.status == 1)
+        #expect(named.stderr == "/nonexistent/from-env.yaml:1:1: cannot read file: No such file or directory\n", "\(named.stderr)")
+    }
+
     /// Defaults documented in the README: RSA-2048, `kid` = first 16 hex characters of SHA-256 of the public
     /// key's DER (what `mint` derives too), private key mode 0600.
     @Test func keygenDefaultsAndMintFindTheSameKid() throws {
