@@ -4,7 +4,7 @@ import Glibc
 import Testing
 import TestSupport
 
-/// TLS termination with App Transport Security defaults and HTTP/2 (SPEC §8, issue 5), end to end with
+/// TLS termination with App Transport Security defaults and HTTP/2 (docs/behaviour.md, TLS; issue 5), end to end with
 /// real clients: curl, openssl s_client, h2load, and raw HTTP/2 frames.
 @Suite(.serialized) struct TLSAndHTTP2Tests {
     static let routes = """
