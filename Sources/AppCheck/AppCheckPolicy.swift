@@ -1,4 +1,4 @@
-/// What a valid App Check token must say (SPEC §4.2 step 6 and 7), from the `app_check` config.
+/// What a valid App Check token must say (docs/behaviour.md checks 6 and 8), from the `app_check` config.
 public struct AppCheckPolicy: Sendable {
     /// The Firebase project number; the issuer and the first audience are built from it.
     public let projectNumber: String

@@ -1,4 +1,4 @@
-/// Why a token was refused, as named in SPEC §4.2 (used in logs, metrics and the `reason` field).
+/// Why a token was refused, as named in docs/behaviour.md (used in logs, metrics and the `reason` field).
 ///
 /// The raw value is the exact wire name. `missing`, `duplicateHeader`, `tooLarge` and `reused` are decided
 /// by the gateway (step 1 and the replay store); the other reasons come out of this module.

@@ -1,9 +1,9 @@
-/// Steps 2 and 3 of SPEC §4.2: splitting and decoding a compact JWS (RFC 7515 §7.1) and judging its header.
+/// Checks 2 and 3 of docs/behaviour.md: splitting and decoding a compact JWS (RFC 7515 §7.1) and judging its header.
 ///
 /// Only the header is interpreted here; the payload is decoded (it must be a JSON object without duplicate
 /// keys, as step 2 requires) but its claims are judged only after the signature check.
 public enum AppCheckToken {
-    /// Largest accepted token, in bytes (SPEC §4.2 step 1: 4 KiB). The gateway enforces it on the header;
+    /// Largest accepted token, in bytes (docs/behaviour.md check 1: 4 KiB). The gateway enforces it on the header;
     /// `parse` enforces it again so the parser is bounded on its own.
     public static let maxLength = 4096
 

@@ -1,4 +1,4 @@
-/// The App Check verification pipeline of SPEC §4.2, split so a verified-token cache can skip the RSA work
+/// The App Check verification pipeline of docs/behaviour.md, split so a verified-token cache can skip the RSA work
 /// and still run the time checks on every hit:
 ///
 /// 1. `AppCheckToken.parse` (steps 2–3),
@@ -18,7 +18,7 @@ public enum AppCheckVerifier {
         return nil
     }
 
-    /// Step 6. The checks run in SPEC §4.2's order and the first failure is the reason:
+    /// Step 6. The checks run in the order of docs/behaviour.md ("Checks, in order") and the first failure is the reason:
     ///
     /// 1. `iss` a string (else `malformed`) equal byte for byte to `policy.issuer` (else `wrongIssuer`);
     /// 2. `aud` an array (else `malformed`) whose string members include every `policy.requiredAudiences`
@@ -33,7 +33,7 @@ public enum AppCheckVerifier {
     /// 7. `exp - iat <= maxLifetime` (else `lifetimeTooLong`; exactly 7 days passes);
     /// 8. `nbf`, when present, a number (else `malformed`) `<= now + clockSkew` (else `issuedInFuture`);
     /// 9. `jti`, when present, a non-empty string (else `malformed`); `provider`, when present, likewise;
-    /// 10. every `aud` member a string (else `malformed`) — last, as SPEC lists it.
+    /// 10. every `aud` member a string (else `malformed`) — last, as docs/behaviour.md lists it.
     ///
     /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
     public static func checkClaims(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double) -> Result<VerifiedClaims, AppCheckReason> {
@@ -144,7 +144,7 @@ public enum AppCheckVerifier {
         verify(token: Array(token.utf8), keys: keys, policy: policy, now: now, limitedUse: limitedUse)
     }
 
-    /// SHA-256 of the whole token text: the verified-token cache key (SPEC §4.3).
+    /// SHA-256 of the whole token text: the verified-token cache key (docs/behaviour.md, key set).
     public static func tokenHash(_ token: [UInt8]) -> [UInt8] {
         SHA256Digest.hash(token)
     }
@@ -154,7 +154,7 @@ public enum AppCheckVerifier {
         SHA256Digest.hash(Array(token.utf8))
     }
 
-    /// The `token_sha256` log field (SPEC §7): the first 16 hex characters of `tokenHash`.
+    /// The `token_sha256` log field (docs/operations.md): the first 16 hex characters of `tokenHash`.
     public static func logFingerprint(_ token: [UInt8]) -> String {
         String(SHA256Digest.hex(tokenHash(token)).prefix(16))
     }

@@ -1,6 +1,6 @@
 /// An immutable set of RS256 verification keys by `kid`, parsed from a JWKS document (RFC 7517 §5).
 ///
-/// Only keys usable for App Check are kept (SPEC §4.3): `kty` `RSA`; `use` absent or `sig`; `alg` absent or
+/// Only keys usable for App Check are kept (docs/behaviour.md, key set): `kty` `RSA`; `use` absent or `sig`; `alg` absent or
 /// `RS256`; `key_ops`, when present, containing `verify`; a non-empty string `kid`; a modulus of 2048…4096 bits;
 /// an odd exponent of at least 3 and at most 64 bits. Every other entry is skipped and listed in `skipped`
 /// with its reason, for the logs.

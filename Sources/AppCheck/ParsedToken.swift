@@ -1,4 +1,4 @@
-/// A token that passed SPEC §4.2 steps 2 and 3: its structure and header are acceptable.
+/// A token that passed docs/behaviour.md checks 2 and 3: its structure and header are acceptable.
 ///
 /// Its signature is not verified yet: nothing in `claims` may be trusted before
 /// `AppCheckVerifier.verifySignature` returns `nil`.

@@ -6,7 +6,7 @@ public struct TokenClaims: Sendable {
     /// The payload object, members in document order, keys unique.
     public let payload: JSONValue
 
-    /// SPEC §5 replay key for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
+    /// The replay key (docs/behaviour.md, replay protection) for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
     let signatureReplayKey: [UInt8]?
 

@@ -1,4 +1,4 @@
-/// Signs tokens shaped exactly like Firebase App Check tokens (SPEC §4.1), for `mint`, the demo issuer and
+/// Signs tokens shaped exactly like Firebase App Check tokens (docs/behaviour.md), for `mint`, the demo issuer and
 /// tests. Never part of verification.
 public enum TokenMinter {
     /// A signed App Check token: header `{"alg":"RS256","kid":…,"typ":"JWT"}` and claims `iss`

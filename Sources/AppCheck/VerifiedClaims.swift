@@ -1,4 +1,4 @@
-/// The claims of a token that passed every check of SPEC §4.2 steps 2–6.
+/// The claims of a token that passed docs/behaviour.md checks 2–6.
 public struct VerifiedClaims: Sendable, Equatable {
     /// The App ID (`sub`).
     public let appId: String
@@ -10,7 +10,7 @@ public struct VerifiedClaims: Sendable, Equatable {
     public let jti: String?
     /// The audiences (`aud`).
     public let audiences: [String]
-    /// SPEC §5 replay key, 32 bytes: SHA-256(sub + "\n" + jti) when the token has a `jti`, else
+    /// The replay key (docs/behaviour.md, replay protection), 32 bytes: SHA-256(sub + "\n" + jti) when the token has a `jti`, else
     /// SHA-256(signing input + "." + raw signature bytes). Never derived from the raw token text, so a
     /// re-encoded token cannot slip past.
     public let replayKey: [UInt8]

@@ -14,7 +14,7 @@ public struct TLSError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 }
 
-/// TLS protocol floor for a listener (SPEC §3 `server.tls.min_version`). Below 1.2 does not exist by design.
+/// TLS protocol floor for a listener (docs/configuration.md `server.tls.min_version`). Below 1.2 does not exist by design.
 public enum TLSMinimumVersion: String, Sendable, CaseIterable {
     case tls12 = "1.2"
     case tls13 = "1.3"

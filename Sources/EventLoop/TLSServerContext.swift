@@ -1,7 +1,7 @@
 import COpenSSL
 import Glibc
 
-/// The listener side of TLS: one `SSL_CTX` configured for Apple App Transport Security (SPEC §8).
+/// The listener side of TLS: one `SSL_CTX` configured for Apple App Transport Security (docs/behaviour.md, TLS).
 ///
 /// - TLS 1.2 (or 1.3 with `minimumVersion: .tls13`) up to TLS 1.3.
 /// - TLS 1.2 suites: forward-secret ECDHE with AEAD only, AES-128-GCM first (`tls12CipherList`), server order.

@@ -1,4 +1,4 @@
-/// Limits and protections of an `H2ServerSession` (SPEC §3 `server.limits`, RFC 9113 §6.5.2, §10.5).
+/// Limits and protections of an `H2ServerSession` (docs/configuration.md `server.limits`, RFC 9113 §6.5.2, §10.5).
 ///
 /// Every value is clamped into the range HTTP/2 allows; defaults follow nghttp2 and common servers.
 /// Rate limits are token buckets: `burst` events are allowed at once, refilled at `burst` per window.

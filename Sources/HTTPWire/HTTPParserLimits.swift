@@ -1,5 +1,5 @@
 /// Size limits applied by the HTTP/1.x head parsers and the chunked decoder while bytes arrive
-/// (SPEC §3 `server.limits`). A limit is enforced as soon as one byte beyond it is seen, never after
+/// (docs/configuration.md `server.limits`). A limit is enforced as soon as one byte beyond it is seen, never after
 /// buffering the whole message.
 public struct HTTPParserLimits: Hashable, Sendable {
     /// Maximum size in bytes of a head: the request (or status) line, all field lines and the terminating
@@ -36,7 +36,7 @@ public struct HTTPParserLimits: Hashable, Sendable {
         self.maxChunkExtensionBytes = max(0, maxChunkExtensionBytes)
     }
 
-    /// The defaults of SPEC §3: 16 KiB head, 100 fields, 8 KiB request line.
+    /// The defaults of docs/configuration.md: 16 KiB head, 100 fields, 8 KiB request line.
     public static let `default` = HTTPParserLimits()
 
     /// `min(maxRequestLineBytes, maxHeadBytes)`: the request-line bound actually enforced.

@@ -37,7 +37,7 @@ public struct HTTPRequestHeadParser: Sendable {
     private var versionMinor = 1
     private var failed: HTTPParseError?
 
-    /// Creates a parser with the given limits (SPEC §3 defaults when omitted).
+    /// Creates a parser with the given limits (docs/configuration.md defaults when omitted).
     public init(limits: HTTPParserLimits = .default) {
         self.limits = limits
         self.scanner = HeadScanner(limits: limits, skipsLeadingEmptyLines: true, startLineTooLong: .uriTooLong)

@@ -23,7 +23,7 @@ public struct HTTPResponseHeadParser: Sendable {
     private var versionMinor = 1
     private var failed: HTTPParseError?
 
-    /// Creates a parser with the given limits (SPEC §3 defaults when omitted).
+    /// Creates a parser with the given limits (docs/configuration.md defaults when omitted).
     public init(limits: HTTPParserLimits = .default) {
         self.limits = limits
         self.scanner = HeadScanner(limits: limits, skipsLeadingEmptyLines: false,

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Gateway
 
-/// `appcheck-gateway ats-check HOST:PORT`: audits a live TLS endpoint against App Transport Security (SPEC §8).
+/// `appcheck-gateway ats-check HOST:PORT`: audits a live TLS endpoint against App Transport Security (docs/behaviour.md, TLS).
 struct ATSCheck: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ats-check",

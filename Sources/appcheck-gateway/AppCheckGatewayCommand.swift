@@ -8,6 +8,7 @@ struct AppCheckGatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appcheck-gateway",
         abstract: "A reverse proxy that verifies Firebase App Check tokens before forwarding requests.",
+        version: GatewayVersion.string,
         subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Verify.self, Healthcheck.self,
                       ATSCheck.self],
         defaultSubcommand: Serve.self
@@ -19,16 +20,23 @@ struct ConfigOption: ParsableArguments {
     @Option(name: .long, help: "The YAML configuration file (default: $APPCHECK_GATEWAY_CONFIG, then Config/gateway.yaml).")
     var config: String?
 
+    static let defaultPath = "Config/gateway.yaml"
+
     var path: String {
-        config ?? ProcessInfo.processInfo.environment["APPCHECK_GATEWAY_CONFIG"] ?? "Config/gateway.yaml"
+        config ?? ProcessInfo.processInfo.environment["APPCHECK_GATEWAY_CONFIG"] ?? Self.defaultPath
     }
 
-    /// Loads the file or exits 1 after printing every error as `FILE:LINE:COLUMN: message`.
+    /// Loads the file or exits 1 after printing every error as `FILE:LINE:COLUMN: message`. When the file was
+    /// not named at all and the default does not exist, one more line says how to make one.
     func load() throws -> Settings {
         switch ConfigLoader.load(path: path) {
         case .success(let settings): return settings
         case .failure(let errors):
             for e in errors.errors { printError(e.description) }
+            if config == nil, ProcessInfo.processInfo.environment["APPCHECK_GATEWAY_CONFIG"] == nil,
+               !FileManager.default.fileExists(atPath: path) {
+                printError("appcheck-gateway: no --config and no $APPCHECK_GATEWAY_CONFIG, so \(Self.defaultPath) (relative to the working directory) was read; start one with `cp Config/gateway.example.yaml Config/gateway.yaml`, or try `appcheck-gateway demo`")
+            }
             throw ExitCode(1)
         }
     }
@@ -93,7 +101,7 @@ struct Healthcheck: ParsableCommand {
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The whole thing on one machine with no Firebase project: a local token issuer, a sample upstream and the gateway on 127.0.0.1, with curl commands to paste.")
-    @Option(help: "The demo configuration.") var config: String = "Config/demo.yaml"
+    @Option(help: "A configuration to run instead of the built-in one (the same as Config/demo.yaml).") var config: String?
     @Option(help: "Port of the sample upstream (0 = any free port).") var upstreamPort: UInt16 = 0
     @Option(help: "Port of the local key-set server (0 = any free port).") var jwksPort: UInt16 = 0
 
@@ -115,6 +123,9 @@ struct Demo: ParsableCommand {
             try SigningKeys.write(key: key, kid: kid, keyPath: dir.appendingPathComponent("key.pem").path,
                                   jwksPath: dir.appendingPathComponent("jwks.json").path)
             let jwks = try String(contentsOf: dir.appendingPathComponent("jwks.json"), encoding: .utf8)
+            if config == nil {
+                try DemoConfiguration.yaml.write(to: dir.appendingPathComponent("demo.yaml"), atomically: true, encoding: .utf8)
+            }
             issuer = try KeySetServer(document: jwks, port: jwksPort)
             upstream = try SampleUpstream(port: upstreamPort)
         } catch {
@@ -124,8 +135,11 @@ struct Demo: ParsableCommand {
         var env = ProcessInfo.processInfo.environment
         env["DEMO_UPSTREAM_PORT"] = String(upstream.address.port)
         env["DEMO_JWKS_URL"] = issuer.url
+        // Nothing is read relative to the working directory: the built-in configuration is served from the
+        // demo's own directory unless --config names a file.
+        let configPath = config ?? dir.appendingPathComponent("demo.yaml").path
         let settings: Settings
-        switch ConfigLoader.load(path: config, environment: env) {
+        switch ConfigLoader.load(path: configPath, environment: env) {
         case .success(let s): settings = s
         case .failure(let errors):
             for e in errors.errors { printError(e.description) }
@@ -154,6 +168,7 @@ struct Demo: ParsableCommand {
           upstream  http://\(upstream.address)   (built-in sample: echoes what it receives as JSON)
           key set   \(issuer.url)   (a local issuer standing in for Firebase; key in \(keyPath))
           admin     http://\(admin)
+          config    \(configPath)\(config == nil ? "   (built in, the same as Config/demo.yaml)" : "")
 
         1. A valid App Check token on an enforced route: 200, and the upstream sees X-AppCheck-Status: verified
         curl -i -H 'X-Firebase-AppCheck: \(session)' http://\(gw)/api/orders
@@ -172,13 +187,21 @@ struct Demo: ParsableCommand {
         curl -s http://\(admin)/metrics | grep appcheck_requests_total
 
         More tokens (valid for an hour; --limited-use for single-use ones):
-        \(CommandLine.arguments.first ?? "appcheck-gateway") mint --key \(keyPath) --project-number \(Self.projectNumber) --project-id \(Self.projectId) --app-id \(Self.appId)
+        \(Self.executableForPasting()) mint --key \(keyPath) --project-number \(Self.projectNumber) --project-id \(Self.projectId) --app-id \(Self.appId)
 
         """)
         fflush(nil)
-        server.runUntilTerminated(configPath: config, environment: env)
+        server.runUntilTerminated(configPath: configPath, environment: env)
         upstream.stop()
         issuer.stop()
         try? FileManager.default.removeItem(at: dir)
+    }
+
+    /// How the printed `mint` command names this binary: as it was invoked when that works from any directory
+    /// (a bare name found on `PATH`, or an absolute path), else made absolute against the working directory.
+    static func executableForPasting() -> String {
+        let invoked = CommandLine.arguments.first ?? "appcheck-gateway"
+        guard invoked.contains("/"), !invoked.hasPrefix("/") else { return invoked }
+        return URL(fileURLWithPath: invoked).standardizedFileURL.path
     }
 }

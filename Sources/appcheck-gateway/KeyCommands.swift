@@ -35,7 +35,7 @@ struct Mint: ParsableCommand {
     @Option(name: .customLong("project-number"), help: "Firebase project number.") var projectNumber: String
     @Option(name: .customLong("app-id"), help: "The App ID (the sub claim).") var appId: String
     @Option(name: .customLong("project-id"), help: "Firebase project id (adds a second audience).") var projectId: String?
-    @Option(help: "Lifetime, e.g. 1h, 30m (default 1h; 5m with --limited-use).") var ttl: String?
+    @Option(help: "Lifetime, at least 1s, e.g. 1h, 30m, 90s (default 1h; 5m with --limited-use).") var ttl: String?
     @Flag(name: .customLong("limited-use"), help: "A limited-use token: 5-minute lifetime and a random jti.") var limitedUse = false
     @Option(help: "Key id (default: derived from the key, as keygen does).") var kid: String?
     @Option(help: "How many tokens to print, one per line (each with its own jti when --limited-use).") var count: Int = 1
@@ -47,11 +47,15 @@ struct Mint: ParsableCommand {
     func run() throws {
         let lifetime: Double
         if let ttl {
-            guard let d = parseDuration(ttl), d >= 1 else {
+            guard let d = parseDuration(ttl) else {
                 printError("appcheck-gateway: mint: --ttl \(ttl) is not a duration like 30s, 5m or 1h")
                 throw ExitCode(1)
             }
-            lifetime = d
+            guard d >= 1 else {
+                printError("appcheck-gateway: mint: --ttl \(ttl) is too short: a token must live at least 1s (exp is after iat)")
+                throw ExitCode(1)
+            }
+            lifetime = d.rounded(.down)
         } else {
             lifetime = limitedUse ? 300 : 3600
         }
@@ -69,7 +73,7 @@ struct Mint: ParsableCommand {
                 let skew = limitedUse ? 0 : i % 600
                 let token = try TokenMinter.mint(
                     key: k, kid: id, projectNumber: projectNumber, projectId: projectId, appId: appId,
-                    issuedAt: issuedAt - skew, ttl: max(60, Int(lifetime) + skew - i / 600),
+                    issuedAt: issuedAt - skew, ttl: max(min(60, Int(lifetime)), Int(lifetime) + skew - i / 600),
                     jti: limitedUse ? SigningKeys.randomJTI() : nil)
                 out += token + "\n"
                 if out.utf8.count > 1 << 20 { print(out, terminator: ""); out = "" }

@@ -109,7 +109,7 @@ import Testing
         #expect(try reason(adding: [("jti", "\"j\"")]) == nil)
     }
 
-    /// SPEC §4.2: first failure wins, in the documented order.
+    /// docs/behaviour.md: first failure wins, in the documented order.
     @Test func firstFailureWins() throws {
         let week = 7.0 * 24 * 3600
         #expect(try reason(["iss": "\"x\"", "aud": "[]", "sub": "1"]) == .wrongIssuer)

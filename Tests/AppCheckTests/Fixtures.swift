@@ -65,10 +65,12 @@ enum Fixtures {
         return AppCheckVerifier.verify(token: token, keys: try keySet(), policy: policy, now: now, limitedUse: limitedUse)
     }
 
-    /// `<repo root>/../shared/testdata/wycheproof/<name>`, loaded as JSON; a missing file fails the test.
+    /// `Tests/TestData/wycheproof/<name>` (vectors copied into the repository with their licence), found relative
+    /// to this source file so the tests never read outside the repository; loaded as JSON; a missing file fails
+    /// the test.
     static func wycheproof(_ name: String, filePath: String = #filePath) throws -> [String: Any] {
-        let repoRoot = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let url = repoRoot.appendingPathComponent("../shared/testdata/wycheproof/\(name)").standardizedFileURL
+        let testsDirectory = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let url = testsDirectory.appendingPathComponent("TestData/wycheproof/\(name)")
         let data = try Data(contentsOf: url)
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(url.path) is not a JSON object")
     }

@@ -4,7 +4,7 @@ import Gateway
 import Testing
 import TestSupport
 
-/// App Check on the request path (SPEC §4, §6) with a real key set served over HTTP by a local issuer.
+/// App Check on the request path (docs/behaviour.md) with a real key set served over HTTP by a local issuer.
 @Suite struct AppCheckEndToEndTests {
     static let projectNumber = "123456789012"
     static let projectId = "demo-project"

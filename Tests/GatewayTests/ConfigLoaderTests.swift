@@ -68,7 +68,7 @@ func makeTLSFiles(bits: Int = 2048, digest: String = "sha256") throws -> URL {
     return directory
 }
 
-/// SPEC §3's example verbatim, except the certificate and key paths, which must exist to load.
+/// The full example configuration (every key of docs/configuration.md) verbatim, except the certificate and key paths, which must exist to load.
 private let specExample = """
 server:
   listen: ["0.0.0.0:8080"]            # plain HTTP/1.1 (and h2c with prior knowledge)
@@ -127,14 +127,14 @@ routes:                                # first match wins, in file order
     methods: [POST]                    # optional; default any
     upstream: api
     enforcement: enforce               # enforce | monitor | off
-    replay_protection: true            # each token accepted once (§5)
+    replay_protection: true            # each token accepted once
   - name: public
     prefix: /
     upstream: api
     enforcement: monitor
 """
 
-// MARK: The SPEC example and defaults
+// MARK: The full example and defaults
 
 @Test func specExampleLoadsWithItsValues() throws {
     let files = try makeTLSFiles()

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The HTTP/1.1 proxy against a real upstream over real sockets (SPEC §6, issue "gateway foundation").
+/// The HTTP/1.1 proxy against a real upstream over real sockets (docs/behaviour.md, issue "gateway foundation").
 @Suite struct HTTP1ProxyTests {
     static let offRoutes = """
       - name: public

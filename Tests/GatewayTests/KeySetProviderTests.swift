@@ -64,7 +64,7 @@ final class SnapshotRecorder: @unchecked Sendable {
     var snapshots: [KeySetSnapshot] { lock.lock(); defer { lock.unlock() }; return list }
 }
 
-/// `KeySetProvider` end to end over real HTTP against `KeySetServer` (SPEC §4.3, §7).
+/// `KeySetProvider` end to end over real HTTP against `KeySetServer` (docs/behaviour.md, key set; docs/operations.md).
 @Suite struct KeySetProviderTests {
     @Test func initialFetchMakesItReadyWithTheKids() throws {
         let server = try KeySetServer(document: try KeySetFixtures.document(["k1", "k2"]))

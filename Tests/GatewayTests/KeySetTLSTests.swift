@@ -63,7 +63,7 @@ final class TLSJWKSServer {
     }
 }
 
-/// `https://` key-set fetches against a real TLS server: chain and name verification (SPEC §3 `jwks.url`).
+/// `https://` key-set fetches against a real TLS server: chain and name verification (docs/configuration.md `jwks.url`).
 /// Serialized: one test points OpenSSL's default store at the test CA through `SSL_CERT_FILE`.
 @Suite(.serialized) struct KeySetTLSTests {
     func fetchError(_ body: () throws -> Void) -> FetchError? {

@@ -4,7 +4,7 @@ import Glibc
 import Testing
 import TestSupport
 
-/// Signals and the command line, against the built binary (SPEC §2, §3 reload and drain).
+/// Signals and the command line, against the built binary (README, Commands; docs/configuration.md reload and drain).
 @Suite struct LifecycleTests {
     static func config(upstream: String, routes: [String], extra: String = "") -> String {
         GatewayHarness.config(upstream: upstream, routes: routes.map { """

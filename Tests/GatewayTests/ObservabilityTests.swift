@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// Metrics and access logs as an operator reads them (SPEC §7).
+/// Metrics and access logs as an operator reads them (docs/operations.md).
 @Suite struct ObservabilityTests {
     static let routes = """
       - name: open

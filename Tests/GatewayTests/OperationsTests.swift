@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 
 /// Operating the gateway end to end: the demo's printed commands pasted into a shell, SIGHUP and SIGTERM under
-/// load against the built binary, secrets kept out of every log line (SPEC §2, §3, §7), and the compose file.
+/// load against the built binary, secrets kept out of every log line (README, Commands; docs/configuration.md, docs/operations.md), and the compose file.
 @Suite(.serialized) struct OperationsTests {
     static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()

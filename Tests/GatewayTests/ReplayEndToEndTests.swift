@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 @testable import Gateway
 
-/// Replay protection end to end (SPEC §4.2 step 7, §5, §6): a real gateway in front of a real upstream, a real
+/// Replay protection end to end (docs/behaviour.md check 8 and replay protection): a real gateway in front of a real upstream, a real
 /// key set from a local issuer, and each replay store for real (memory, an SQLite file, a `redis-server`).
 
 /// The replay stores, as the `replay.store` values.
@@ -248,7 +248,7 @@ enum ReplayE2E {
 
 @Suite(.serialized) struct ReplayEndToEndTests {
     /// First use forwarded, second refused with 401 `app_check_token_reused` / `reused`, never forwarded;
-    /// with and without `jti` (the two key derivations of §5).
+    /// with and without `jti` (the two key derivations of docs/behaviour.md, replay protection).
     @Test(arguments: ReplayStoreKind.allCases)
     func firstUseIsForwardedSecondIsRefusedAsReused(_ kind: ReplayStoreKind) throws {
         let issuer = try LocalIssuer()
@@ -400,7 +400,7 @@ enum ReplayE2E {
         }
     }
 
-    /// Two different tokens with the same `sub` and `jti` are one token for replay purposes (§5 key).
+    /// Two different tokens with the same `sub` and `jti` are one token for replay purposes (the replay key of docs/behaviour.md).
     @Test func sameJtiInAnotherTokenIsReused() throws {
         let issuer = try LocalIssuer()
         let backend = try ReplayBackend(.memory)

@@ -108,52 +108,52 @@ def is_number(v):
 
 # ------------------------------------------------------------------------------------------------------
 # Where we are deliberately stricter than the official SDK (firebase_admin 7.x + PyJWT 2.x), each with the
-# SPEC rule that requires it: (id, our reason, SPEC rule, what the SDK does instead, predicate).
+# rule of docs/behaviour.md that requires it: (id, our reason, rule, what the SDK does instead, predicate).
 STRICTER = [
-    ("size", "too_large", "§4.2 item 1: the token header is at most 4 KiB",
+    ("size", "too_large", "check 1: the token header is at most 4 KiB",
      "no size limit", lambda f: f.length > 4096),
-    ("padding", "malformed", "§4.2 item 2: three base64url parts, no padding",
+    ("padding", "malformed", "check 2: three base64url parts, no padding",
      "PyJWT strips trailing '=' padding", lambda f: f.padded),
-    ("duplicate-keys", "malformed", "§4.2 item 2: duplicate JSON keys are malformed",
+    ("duplicate-keys", "malformed", "check 2: duplicate JSON keys are malformed",
      "Python json keeps the last value", lambda f: f.duplicates),
     ("strict-json", "malformed",
-     "§4.2 item 2: header and payload are JSON objects — strict RFC 8259 JSON text in UTF-8 (RFC 7519 §7.2 "
+     "check 2: header and payload are JSON objects — strict RFC 8259 JSON text in UTF-8 (RFC 7519 §7.2 "
      "step 10): no NaN/Infinity, no non-finite numbers, no byte order mark, no UTF-16/32, no unpaired "
      "surrogate escapes (the gateway's StrictJSON parser)",
      "Python json accepts NaN/Infinity, a BOM, UTF-16/32 bytes and lone \\uD800 escapes",
      lambda f: f.nonstandard_json),
-    ("forbidden-header", "malformed", "§4.2 item 3: no crit, jku, x5u, jwk or x5c header; their presence is malformed",
+    ("forbidden-header", "malformed", "check 3: no crit, jku, x5u, jwk or x5c header; their presence is malformed",
      "PyJWT ignores jku/x5u/jwk/x5c and accepts crit [\"b64\"]",
      lambda f: isinstance(f.header, dict) and any(h in f.header for h in FORBIDDEN_HEADERS)),
     ("unusable-key", "unknown_kid",
-     "§4.3: only kty RSA keys with use sig (or none) and alg RS256 (or none), at least 2048 bits, are used; "
-     "§4.1: RSA keys from 2048 to 4096 bits",
+     "key set: only kty RSA keys with use sig (or none) and alg RS256 (or none), at least 2048 bits, are used; "
+     "check 5: RSA keys from 2048 to 4096 bits",
      "PyJWKClient uses any key with the kid (it warns about short keys, ignores the JWK alg)",
      lambda f: isinstance(f.header, dict) and f.header.get("kid") in IGNORED_KIDS),
     ("issuer-exact", "wrong_issuer",
-     "§4.2 item 6: iss equals https://firebaseappcheck.googleapis.com/<project_number> exactly",
+     "check 6: iss equals https://firebaseappcheck.googleapis.com/<project_number> exactly",
      "SDK only checks iss.startswith('https://firebaseappcheck.googleapis.com/')",
      lambda f: f.claim("iss") != ISS),
-    ("audience-number", "wrong_audience", "§4.2 item 6: aud is an array containing projects/<project_number>",
+    ("audience-number", "wrong_audience", "check 6: aud is an array containing projects/<project_number>",
      "SDK only requires projects/<project_id>",
      lambda f: isinstance(f.claim("aud"), list) and f"projects/{NUMBER}" not in f.claim("aud")),
     ("sub-header-safe", "malformed",
-     "sub is copied into the X-AppCheck-App-Id request header, so it must be 1-1,024 printable ASCII "
-     "characters without spaces (0x21-0x7E); see docs on verification",
+     "check 6: sub is copied into the X-AppCheck-App-Id request header, so it must be 1-1,024 printable ASCII "
+     "characters without spaces (0x21-0x7E)",
      "SDK accepts any string, including \"\", spaces, control characters and non-ASCII",
      lambda f: isinstance(f.claim("sub"), str)
      and not (1 <= len(f.claim("sub")) <= 1024 and all(0x21 <= ord(ch) <= 0x7E for ch in f.claim("sub")))),
     ("exp-iat-numbers", "malformed",
-     "§4.2 item 6: exp and iat are present numbers (missing or wrong JSON type is malformed)",
+     "check 6: exp and iat are present numbers (missing or wrong JSON type is malformed)",
      "PyJWT requires neither and int()s numeric strings and booleans",
      lambda f: not is_number(f.claim("exp")) or not is_number(f.claim("iat"))),
-    ("lifetime", "lifetime_too_long", "§4.2 item 6: exp - iat at most 7 days",
+    ("lifetime", "lifetime_too_long", "check 6: exp - iat at most 7 days",
      "no lifetime limit",
      lambda f: is_number(f.claim("exp")) and is_number(f.claim("iat"))
      and f.claim("exp") - f.claim("iat") > MAX_LIFETIME),
-    ("nbf-number", "malformed", "§4.2 item 6: nbf, when present, a number",
+    ("nbf-number", "malformed", "check 6: nbf, when present, a number",
      "PyJWT int()s a numeric string", lambda f: "nbf" in (f.payload or {}) and not is_number(f.claim("nbf"))),
-    ("jti-non-empty", "malformed", "§4.2 item 6: jti, when present, a non-empty string",
+    ("jti-non-empty", "malformed", "check 6: jti, when present, a non-empty string",
      "PyJWT accepts jti == \"\"", lambda f: f.claim("jti") == ""),
 ]
 
@@ -279,7 +279,7 @@ for rec in stricter:
 for rule in STRICTER:
     recs = by_rule.get(rule[0])
     if recs:
-        print(f"  [{rule[0]}] reason={rule[1]} — SPEC {rule[2]}; SDK: {rule[3]}")
+        print(f"  [{rule[0]}] reason={rule[1]} — docs/behaviour.md {rule[2]}; SDK: {rule[3]}")
         for rec in recs:
             print(f"      {rec['name']}  (SDK: {rec['official_message'][:60]})")
 

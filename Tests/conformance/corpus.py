@@ -56,7 +56,7 @@ def jwk_of(key, kid, **extra):
 KEY_A, KID_A, JWK_A = load_key("a")          # RSA-3072 from our keygen
 KEY_B, KID_B, JWK_B = load_key("b")          # RSA-2048 from our keygen
 KEY_S, KID_S, _ = load_key("s")              # stranger: not in the served key set
-# Extra keys made here, served in the key set, to probe key-set rules (SPEC §4.1, §4.3).
+# Extra keys made here, served in the key set, to probe key-set rules (docs/behaviour.md: check 5, key set).
 KEY_C = rsa.generate_private_key(public_exponent=65537, key_size=4096)      # upper bound: usable
 KEY_W = rsa.generate_private_key(public_exponent=65537, key_size=1024)      # below 2048: ignored by us
 KEY_BIG = rsa.generate_private_key(public_exponent=65537, key_size=4104)    # above 4096
@@ -81,10 +81,10 @@ JWKS = {"keys": [
 ]}
 with open(os.path.join(WORK, "jwks.json"), "w") as f:
     json.dump(JWKS, f)
-# kids of served keys that SPEC §4.1/§4.3 tells us not to use (the check script documents them).
+# kids of served keys that docs/behaviour.md (check 5, key set) tells us not to use (the check script documents them).
 with open(os.path.join(WORK, "ignored-kids.json"), "w") as f:
-    json.dump({KID_W: "RSA-1024 (below 2048 bits, §4.3)", KID_BIG: "RSA-4104 (above 4096 bits, §4.1)",
-               KID_R512: "JWK alg RS512 (only RS256 or none, §4.3)"}, f)
+    json.dump({KID_W: "RSA-1024 (below 2048 bits, key set rules)", KID_BIG: "RSA-4104 (above 4096 bits, check 5)",
+               KID_R512: "JWK alg RS512 (only RS256 or none, key set rules)"}, f)
 
 PUB_A_PEM = KEY_A.public_key().public_bytes(serialization.Encoding.PEM,
                                             serialization.PublicFormat.SubjectPublicKeyInfo)

@@ -1,7 +1,7 @@
 import Foundation
 import Yams
 
-/// The sections of SPEC §3, each read with its defaults and limits (listed in `ConfigLoader` and README).
+/// The sections of docs/configuration.md, each read with its defaults and limits (listed in `ConfigLoader` and README).
 extension ConfigDecoder {
     static let rootKeys = ["server", "app_check", "replay", "issuer", "upstreams", "routes"]
 
@@ -152,7 +152,7 @@ extension ConfigDecoder {
                 error(value, "invalid value '\(text)' for server.tls.min_version: expected \"1.2\" or \"1.3\"")
             }
         }
-        // SPEC §8: a certificate App Transport Security would refuse is a configuration error, reported at
+        // docs/behaviour.md, TLS: a certificate App Transport Security would refuse is a configuration error, reported at
         // the `certificate:` value (RSA < 2048, EC < 256, SHA-1, expired, key not matching).
         if !certificate.isEmpty && !privateKey.isEmpty, let value = f.value("certificate") {
             for problem in CertificateAudit.problems(certificatePath: certificate, privateKeyPath: privateKey) {

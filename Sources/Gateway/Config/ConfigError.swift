@@ -20,7 +20,7 @@ public struct ConfigError: Error, CustomStringConvertible, Sendable, Equatable {
         self.message = message
     }
 
-    /// `FILE:LINE:COLUMN: message`, the form `check-config` prints (SPEC §2) and editors jump to.
+    /// `FILE:LINE:COLUMN: message`, the form `check-config` prints (README, Commands) and editors jump to.
     public var description: String { "\(file):\(line):\(column): \(message)" }
 }
 

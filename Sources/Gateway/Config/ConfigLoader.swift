@@ -6,11 +6,11 @@ import Glibc
 import Darwin
 #endif
 
-/// Reads the YAML configuration of SPEC §3 into validated `Settings`.
+/// Reads the YAML configuration of docs/configuration.md into validated `Settings`.
 ///
 /// Every problem is reported, not just the first: the loader keeps walking after an error and returns them all,
-/// sorted by position, each as `FILE:LINE:COLUMN: message` at the offending key or value. Rules the SPEC leaves
-/// open are decided in README ("Configuration details"); the main ones:
+/// sorted by position, each as `FILE:LINE:COLUMN: message` at the offending key or value. Rules the product contract leaves
+/// open are decided in docs/behaviour.md ("Choices where a proxy must choose"); the main ones:
 /// - `${VAR}` / `${VAR:-default}` are expanded in scalar values (not keys), see `EnvironmentExpansion`.
 /// - Durations: a decimal number and a unit `ms`, `s`, `m`, `h`, `d` (`1.5s` is fine; a bare number is an error).
 /// - Sizes: a whole number of bytes, or with `B`, `KB`/`MB`/`GB` (×1000) or `KiB`/`MiB`/`GiB` (×1024).

@@ -11,7 +11,7 @@ struct ConfigValueFailure: Error, Sendable {
     init(_ message: String) { self.message = message }
 }
 
-/// Pure parsers for the value syntaxes of SPEC §3. They know nothing of YAML or positions.
+/// Pure parsers for the value syntaxes of docs/configuration.md. They know nothing of YAML or positions.
 enum ConfigValueParser {
     /// Seconds from `250ms`, `30s`, `5m`, `6h`, `7d`; a decimal number is allowed (`1.5s`), a unit is required,
     /// no sign, no spaces. Nil when malformed.

@@ -1,4 +1,4 @@
-/// `${VAR}` substitution in configuration scalars (SPEC §3).
+/// `${VAR}` substitution in configuration scalars (docs/configuration.md).
 ///
 /// Applied to each scalar value of the parsed tree, never to the raw text, so a variable can neither inject YAML
 /// structure nor shift the line/column of any error. Keys are not expanded.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The resolved configuration as `check-config` prints it (SPEC §2): a listener summary, then one line per route
+/// The resolved configuration as `check-config` prints it (README, Commands): a listener summary, then one line per route
 /// in match order with its name, match (`= /exact` or `/prefix*`), methods (`*` = any), upstream name and URL,
 /// enforcement, replay protection and effective body limit. Columns are padded to align; ends with a newline.
 public func describeRoutes(_ settings: Settings) -> String {

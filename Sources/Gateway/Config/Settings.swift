@@ -2,7 +2,7 @@ import AppCheck
 import Foundation
 
 /// The validated, ready-to-use configuration. Produced only by `ConfigLoader` from what the user wrote
-/// (SPEC §3); every value here has passed its checks, so the server never re-validates.
+/// (docs/configuration.md); every value here has passed its checks, so the server never re-validates.
 public struct Settings: Sendable {
     public var server: ServerSettings
     public var appCheck: AppCheckSettings
@@ -16,7 +16,7 @@ public struct Settings: Sendable {
     /// The self-hosted App Check provider, when `issuer:` is written.
     public var issuer: IssuerSettings? = nil
 
-    /// The App Check rules of SPEC §4.2 from `app_check` and `replay.limited_use_max_ttl`.
+    /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     public var appCheckPolicy: AppCheckPolicy {
         AppCheckPolicy(projectNumber: appCheck.projectNumber, projectId: appCheck.projectId, appIds: Set(appCheck.appIds),
                        clockSkew: appCheck.clockSkew, limitedUseMaxTTL: replay.limitedUseMaxTTL)

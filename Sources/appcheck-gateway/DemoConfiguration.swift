@@ -1,0 +1,52 @@
+/// The configuration `appcheck-gateway demo` runs when no `--config` is given, built into the binary so the demo
+/// works from any directory (and from an installed binary). `Config/demo.yaml` in the repository is the same
+/// text, kept identical by a test (`OperationsTests.demoRunsFromAnyDirectory`). The demo writes it into its
+/// temporary directory and serves from there, so `SIGHUP` reloads work as for `serve`.
+enum DemoConfiguration {
+    /// The text of `Config/demo.yaml`, final newline included. `${DEMO_UPSTREAM_PORT}` and `${DEMO_JWKS_URL}` are
+    /// filled in by the demo; `${DEMO_PORT}` (default 8080) and `${DEMO_ADMIN_PORT}` (default 9901) may be set by
+    /// the user.
+    static let yaml = """
+    # The configuration `appcheck-gateway demo` runs. It is built into the binary, so the demo works from any
+    # directory; `appcheck-gateway demo --config FILE` runs another file instead. The gateway listens on
+    # 127.0.0.1:8080 (set DEMO_PORT to change it; admin on DEMO_ADMIN_PORT, default 9901) in front of the built-in
+    # sample upstream, and verifies tokens against a local issuer's key set (the demo fills in DEMO_UPSTREAM_PORT
+    # and DEMO_JWKS_URL). Nothing here needs a Firebase project.
+    server:
+      listen: ["127.0.0.1:${DEMO_PORT:-8080}"]
+      admin_listen: "127.0.0.1:${DEMO_ADMIN_PORT:-9901}"
+      threads: 1
+      log_level: info
+
+    app_check:
+      project_number: "123456789012"
+      project_id: "demo-project"
+      jwks:
+        url: "${DEMO_JWKS_URL:-http://127.0.0.1:18082/jwks}"
+        unknown_kid_refresh_interval: 5s
+
+    replay:
+      store: memory
+
+    upstreams:
+      sample:
+        url: http://127.0.0.1:${DEMO_UPSTREAM_PORT:-18081}
+
+    routes:
+      - name: redeem                  # limited-use tokens, each accepted once
+        path: /api/redeem
+        methods: [POST]
+        upstream: sample
+        enforcement: enforce
+        replay_protection: true
+      - name: orders                  # a valid token is required
+        prefix: /api/
+        upstream: sample
+        enforcement: enforce
+      - name: public                  # forwarded whatever the token; the upstream is told the verdict
+        prefix: /public/
+        upstream: sample
+        enforcement: monitor
+
+    """
+}

@@ -1,0 +1,186 @@
+import AppCheck
+import Foundation
+import Gateway
+import Glibc
+import Testing
+import TestSupport
+
+/// The small commands as a newcomer meets them, against the built binary: `--version`, `keygen` defaults,
+/// `mint --ttl`, and `demo` started from a directory that is not the repository.
+@Suite(.serialized) struct CommandLineTests {
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func temporaryDirectory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// The claims of a compact JWS, decoded without verification (the test minted it).
+    static func claims(_ token: String) throws -> [String: Any] {
+        let parts = token.split(separator: ".")
+        try #require(parts.count == 3, "\(token)")
+        var text = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        let data = try #require(Data(base64Encoded: text))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    @Test func versionPrintsOneLine() throws {
+        let r = try Run.command(Run.gatewayBinary, ["--version"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let version = r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!version.isEmpty && !version.contains("\n") && version.first?.isNumber == true, "\(r.stdout)")
+    }
+
+    /// With no `--config` and no `$APPCHECK_GATEWAY_CONFIG`, `serve` reads `Config/gateway.yaml` in the working
+    /// directory; when that is missing the error says what was read and how to start one.
+    @Test func missingDefaultConfigSaysHowToMakeOne() throws {
+        let empty = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: empty) }
+        var env = ProcessInfo.processInfo.environment
+        env["APPCHECK_GATEWAY_CONFIG"] = nil
+        let binary = URL(fileURLWithPath: Run.gatewayBinary).standardizedFileURL.path
+        let r = try Run.command("/bin/sh", ["-c", "cd '\(empty.path)' && exec '\(binary)' check-config"], environment: env)
+        #expect(r.status == 1)
+        let lines = r.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == "Config/gateway.yaml:1:1: cannot read file: No such file or directory", "\(r.stderr)")
+        #expect(lines.count == 2 && lines[1].contains("cp Config/gateway.example.yaml Config/gateway.yaml"), "\(r.stderr)")
+
+        env["APPCHECK_GATEWAY_CONFIG"] = "/nonexistent/from-env.yaml"
+        let named = try Run.command(Run.gatewayBinary, ["check-config"], environment: env)
+        #expect(named.status == 1)
+        #expect(named.stderr == "/nonexistent/from-env.yaml:1:1: cannot read file: No such file or directory\n", "\(named.stderr)")
+    }
+
+    /// Defaults documented in the README: RSA-2048, `kid` = first 16 hex characters of SHA-256 of the public
+    /// key's DER (what `mint` derives too), private key mode 0600.
+    @Test func keygenDefaultsAndMintFindTheSameKid() throws {
+        let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keyPath = dir.appendingPathComponent("key.pem").path
+        let jwksPath = dir.appendingPathComponent("jwks.json").path
+        let made = try Run.command(Run.gatewayBinary, ["keygen", "--key", keyPath, "--jwks", jwksPath])
+        #expect(made.status == 0, "\(made.stderr)")
+        let key = try SigningKeys.load(keyPath: keyPath)
+        #expect(try key.publicKey.bits == 2048)
+        let kid = SigningKeys.defaultKid(for: key)
+        #expect(kid.count == 16)
+        #expect(made.stdout.hasPrefix("kid \(kid):"), "\(made.stdout)")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: keyPath)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        let set = try JWKSet.parse(Array(try Data(contentsOf: URL(fileURLWithPath: jwksPath))))
+        #expect(set.kids == [kid])
+
+        let minted = try Run.command(Run.gatewayBinary, ["mint", "--key", keyPath, "--project-number", "123456789012",
+                                                          "--app-id", "1:123456789012:web:abc"])
+        #expect(minted.status == 0, "\(minted.stderr)")
+        let token = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let header = try #require(token.split(separator: ".").first)
+        var text = String(header)
+        while text.count % 4 != 0 { text += "=" }
+        let decoded = String(decoding: try #require(Data(base64Encoded: text)), as: UTF8.self)
+        #expect(decoded.contains("\"kid\":\"\(kid)\""), "\(decoded)")
+        let claims = try Self.claims(token)
+        #expect((claims["exp"] as? Int).flatMap { exp in (claims["iat"] as? Int).map { exp - $0 } } == 3600)
+    }
+
+    /// `--ttl 0s` is a duration, only too short: the message says so. A short lifetime is kept as asked.
+    @Test func mintTTLIsExactAndZeroIsExplained() throws {
+        let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keyPath = dir.appendingPathComponent("key.pem").path
+        _ = try Run.command(Run.gatewayBinary, ["keygen", "--key", keyPath, "--jwks", dir.appendingPathComponent("j.json").path])
+        let base = ["mint", "--key", keyPath, "--project-number", "1", "--app-id", "a"]
+
+        let zero = try Run.command(Run.gatewayBinary, base + ["--ttl", "0s"])
+        #expect(zero.status == 1)
+        #expect(zero.stderr.contains("--ttl 0s is too short: a token must live at least 1s"), "\(zero.stderr)")
+        let junk = try Run.command(Run.gatewayBinary, base + ["--ttl", "soon"])
+        #expect(junk.status == 1)
+        #expect(junk.stderr.contains("--ttl soon is not a duration"), "\(junk.stderr)")
+
+        let short = try Run.command(Run.gatewayBinary, base + ["--ttl", "10s"])
+        #expect(short.status == 0, "\(short.stderr)")
+        let claims = try Self.claims(short.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect((claims["exp"] as? Int).flatMap { exp in (claims["iat"] as? Int).map { exp - $0 } } == 10)
+    }
+
+    /// `demo` reads nothing relative to the working directory: started from an empty directory with no
+    /// `--config`, it runs the built-in configuration (identical to `Config/demo.yaml`), is ready, verifies its own
+    /// tokens, and prints a `mint` command that works when pasted in another directory.
+    @Test func demoRunsFromAnyDirectory() throws {
+        let elsewhere = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let port = try TestPKI.freePort()
+        var adminPort = try TestPKI.freePort()
+        while adminPort == port { adminPort = try TestPKI.freePort() }
+
+        let process = Process()
+        // Invoked by a relative path, as `.build/debug/appcheck-gateway demo` is: the printed mint command must
+        // still work when pasted anywhere else.
+        let binary = URL(fileURLWithPath: Run.gatewayBinary).standardizedFileURL.path
+        let depth = elsewhere.standardizedFileURL.pathComponents.count - 1
+        let relative = String(repeating: "../", count: depth) + binary.dropFirst()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec \(relative) demo"]
+        process.currentDirectoryURL = elsewhere
+        var env = ProcessInfo.processInfo.environment
+        env["DEMO_PORT"] = String(port)
+        env["DEMO_ADMIN_PORT"] = String(adminPort)
+        process.environment = env
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let output = LockedText()
+        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        try process.run()
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+
+        let deadline = Date().addingTimeInterval(60)
+        while !output.text.contains(" mint --key ") && process.isRunning && Date() < deadline { usleep(10_000) }
+        let banner = output.text.split(separator: "\n").map(String.init)
+        #expect(banner.contains { $0.contains("Ready: yes") }, "\(banner)")
+
+        // The configuration it runs is the repository's Config/demo.yaml, byte for byte.
+        let configLine = try #require(banner.first { $0.hasPrefix("  config    ") }, "\(banner)")
+        let configPath = String(try #require(configLine.dropFirst("  config    ".count).split(separator: " ").first))
+        #expect(configLine.contains("built in"), "\(configLine)")
+        #expect(!configPath.hasPrefix(elsewhere.path), "\(configPath)")
+        let running = try String(contentsOfFile: configPath, encoding: .utf8)
+        let shipped = try String(contentsOf: Self.repoRoot.appendingPathComponent("Config/demo.yaml"), encoding: .utf8)
+        #expect(running == shipped, "Config/demo.yaml and DemoConfiguration.yaml differ")
+
+        // Its first curl command's token passes the enforced route.
+        let curl = try #require(banner.first { $0.hasPrefix("curl -i -H 'X-Firebase-AppCheck: ") }, "\(banner)")
+        let token = String(try #require(curl.split(separator: "'").dropFirst().first).dropFirst("X-Firebase-AppCheck: ".count))
+        let answer = try RawHTTPClient.roundTrip(
+            port: port, "GET /api/orders HTTP/1.1\r\nHost: demo\r\nX-Firebase-AppCheck: \(token)\r\n\r\n")
+        #expect(answer.status == 200, "\(answer.bodyText)")
+
+        // The printed mint command names the binary by an absolute path (or a bare name on PATH).
+        let mintLine = try #require(banner.first { $0.contains(" mint --key ") })
+        #expect(mintLine.hasPrefix("/"), "\(mintLine)")
+        let minted = try BoundedCommand.run("/bin/sh", ["-c", "cd / && " + mintLine], timeout: 15)
+        #expect(minted.status == 0, "\(minted.stderr)")
+        #expect(minted.stdout.split(separator: ".").count == 3, "\(minted.stdout)")
+
+        kill(process.processIdentifier, SIGINT)
+        let stopBy = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < stopBy { usleep(10_000) }
+        #expect(!process.isRunning)
+        #expect(!FileManager.default.fileExists(atPath: configPath), "the demo's directory is removed at exit")
+    }
+}
+
+/// Output collected from a child's pipe on a background handler.
+final class LockedText: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func append(_ more: Data) { lock.lock(); data.append(more); lock.unlock() }
+    var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
+}
