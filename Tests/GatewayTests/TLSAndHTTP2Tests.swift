@@ -15,7 +15,10 @@ import TestSupport
         max_body_bytes: 20MiB
     """
 
-    static func harness(_ pki: TestPKI, upstream: String? = nil, upstreamExtra: String = "") throws -> GatewayHarness {
+    /// `responseTimeout` replaces the harness's 2 s for tests whose debug-build sample upstream needs longer to
+    /// produce a large body on a loaded machine (timeouts are not what those tests are about).
+    static func harness(_ pki: TestPKI, upstream: String? = nil, upstreamExtra: String = "",
+                        responseTimeout: String = "2s") throws -> GatewayHarness {
         try GatewayHarness {
             GatewayHarness.config(upstream: upstream ?? $0, routes: routes, server: """
               tls:
@@ -23,6 +26,7 @@ import TestSupport
                 certificate: \(pki.cert)
                 private_key: \(pki.key)
             """, upstreamExtra: upstreamExtra)
+            .replacingOccurrences(of: "response_timeout: 2s", with: "response_timeout: \(responseTimeout)")
         }
     }
 
@@ -98,7 +102,7 @@ import TestSupport
 
     @Test func largeUploadAndDownloadOverHTTP2AreByteExact() throws {
         let pki = try TestPKI()
-        let h = try Self.harness(pki)
+        let h = try Self.harness(pki, responseTimeout: "120s")
         defer { h.stop() }
         let dir = FileManager.default.temporaryDirectory
         let input = dir.appendingPathComponent("h2in-\(UUID().uuidString)").path
@@ -113,8 +117,8 @@ import TestSupport
         #expect(up.stdout == "2")
         #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == data)
         let down = try Run.command("curl", ["-sS", "--fail", "--http2", "--cacert", pki.caCert, "-o", output,
-                                            "-w", "%{http_code}", "https://127.0.0.1:\(tlsPort(h))/bytes/8000000"], timeout: 60)
-        #expect(down.status == 0, "status \(down.stdout): \(down.stderr)")
+                                            "https://127.0.0.1:\(tlsPort(h))/bytes/8000000"], timeout: 60)
+        #expect(down.status == 0, "\(down.stderr)")
         #expect((try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) == 8_000_000)
     }
 
