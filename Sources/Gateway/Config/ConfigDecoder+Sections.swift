@@ -3,7 +3,7 @@ import Yams
 
 /// The sections of SPEC §3, each read with its defaults and limits (listed in `ConfigLoader` and README).
 extension ConfigDecoder {
-    static let rootKeys = ["server", "app_check", "replay", "upstreams", "routes"]
+    static let rootKeys = ["server", "app_check", "replay", "dashboard", "upstreams", "routes"]
 
     /// Settings when the tree could be walked at all; callers look at `errors` to know whether they are valid.
     func decodeSettings(_ root: Node, sourcePath: String) -> Settings? {
@@ -24,8 +24,10 @@ extension ConfigDecoder {
         } else {
             error(top.keyPosition("routes") ?? top.position, "missing required key 'routes': at least one route is required")
         }
-        return Settings(server: server, appCheck: appCheck, replay: replay, upstreams: upstreams,
-                        routes: routes, sourcePath: sourcePath)
+        var settings = Settings(server: server, appCheck: appCheck, replay: replay, upstreams: upstreams,
+                                routes: routes, sourcePath: sourcePath)
+        if let node = top.value("dashboard") { settings.dashboard = decodeDashboard(node) }
+        return settings
     }
 
     // MARK: server
