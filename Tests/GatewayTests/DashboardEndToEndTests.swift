@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+@testable import Gateway
 
 /// The dashboard end to end (SPEC §7.1): traffic of known categories through a real gateway, then the admin
 /// listener's `/dashboard.json` and `/dashboard` say exactly that.
@@ -185,5 +186,49 @@ import TestSupport
             let pub = try RawHTTPClient.roundTrip(port: h.port, "GET \(path) HTTP/1.1\r\nHost: api\r\n\r\n")
             #expect(pub.status == 404, "public \(path)")
         }
+    }
+
+    static func weekTotal(_ json: [String: Any], _ route: String) -> Int? {
+        let r = (json["routes"] as? [[String: Any]])?.first { $0["name"] as? String == route }
+        return (r?["windows"] as? [String: [String: Any]])?["week"]?["total"] as? Int
+    }
+
+    /// `dashboard.history_file`: written at shutdown (and every minute), read at the next start; a corrupt file
+    /// is an error log line and an empty start, never a crash.
+    @Test func historySurvivesARestartAndACorruptFileStartsEmpty() throws {
+        let dir = NSTemporaryDirectory() + "dashboard-e2e-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/history.json"
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let top = "  history_file: \(file)"
+        let first = try Self.gatewayWithTraffic(issuer, extraTop: top)
+        first.stop() // folds the loops' last counts and writes the file
+        #expect(FileManager.default.fileExists(atPath: file))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["history.json"])
+
+        let second = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, appCheck: "  jwks:\n    url: \(issuer.jwksURL)",
+                                  top: "dashboard:\n\(top)")
+        }
+        let json = try Self.dashboardJSON(second)
+        second.stop()
+        for (name, counts) in Self.expected { #expect(Self.weekTotal(json, name) == counts.reduce(0, +), "\(name)") }
+        #expect(second.logLines().contains { $0.contains("dashboard history loaded") })
+
+        try "{\"format\":\"something else\"".write(toFile: file, atomically: true, encoding: .utf8)
+        let third = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, appCheck: "  jwks:\n    url: \(issuer.jwksURL)",
+                                  top: "dashboard:\n\(top)")
+        }
+        let empty = try Self.dashboardJSON(third)
+        third.stop()
+        for name in Self.expected.keys { #expect(Self.weekTotal(empty, name) == 0, "\(name)") }
+        let line = third.logLines().first { $0.contains("dashboard history file ignored") }
+        #expect(line?.contains(#""severity":"ERROR""#) == true, "\(third.logLines())")
+        #expect(line?.contains("not a dashboard history file") == true, "\(line ?? "")")
+        // The bad file was replaced by a good (empty) one at shutdown.
+        guard case .loaded = DashboardHistoryFile.load(path: file) else { Issue.record("not rewritten"); return }
     }
 }

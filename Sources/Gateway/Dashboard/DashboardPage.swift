@@ -50,7 +50,7 @@ main{padding:12px 16px;max-width:1200px;margin:0 auto}
 table{border-collapse:collapse;width:100%;font-size:14px}
 th,td{padding:7px 10px;text-align:right;border-bottom:1px solid var(--line);white-space:nowrap}
 th{font-size:12px;color:var(--muted);font-weight:600}
-th:nth-child(-n+3),td:nth-child(-n+3){text-align:left}
+th:nth-child(-n+3),td:nth-child(-n+3),th:last-child{text-align:left}
 td.why{text-align:left;white-space:normal;min-width:220px;color:var(--muted);font-size:13px}
 tr:last-child td{border-bottom:0}
 .share{display:block;font-size:12px;color:var(--muted)}
@@ -65,7 +65,7 @@ svg{width:100%;height:auto;display:block}
 .legend{display:flex;flex-wrap:wrap;gap:4px 12px;font-size:12px;color:var(--muted);margin:4px 0}
 .legend i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:-1px}
 .cols{display:grid;grid-template-columns:1fr 1fr;gap:12px}
-@media (max-width:560px){.cols{grid-template-columns:1fr}body{font-size:14px}}
+@media (max-width:560px){.cols{grid-template-columns:1fr}body{font-size:14px}main{padding:8px}th,td{padding:6px}th:nth-child(3),td:nth-child(3){display:none}}
 ol,ul{margin:0;padding-left:0;list-style:none;font-size:13px}
 li{display:flex;justify-content:space-between;gap:8px;border-bottom:1px dotted var(--line);padding:2px 0}
 li span:first-child{overflow-wrap:anywhere}
@@ -110,7 +110,7 @@ function pill(v){return el("span",{class:"pill "+(VCLASS[v]||"v-nodata")},v);}
 function status(){const box=document.getElementById("status");box.replaceChildren();
 const k=data.key_set,r=data.replay_store,i=data.issuer,h=data.history;
 const ks=k.status==="ok"?el("span",{class:"ok"},"ok"):el("span",{class:"bad"},k.status);
-box.append(el("div",{id:"key-set"},el("b",null,"Key set"),ks," · ",(k.keys??0)+" keys · age "+ago(k.age_seconds)+" · last fetch: ",
+box.append(el("div",{id:"key-set"},el("b",null,"Key set"),ks," · ",(k.keys??0)+((k.keys===1)?" key":" keys")+" · age "+ago(k.age_seconds)+" · last fetch: ",
  el("span",{class:(k.last_fetch||"").startsWith("error")?"bad":""},k.last_fetch??"—")));
 const rs=r.status==="ok"?el("span",{class:"ok"},"ok"):r.status==="not configured"?el("span",null,"not configured"):el("span",{class:"bad"},r.status);
 box.append(el("div",{id:"replay-store"},el("b",null,"Replay store"+(r.store?" ("+r.store+")":"")),rs,
@@ -120,15 +120,16 @@ box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?ex.length+"
  ...ex.slice(0,4).map(e=>el("span",{class:e.result==="minted"?"":"bad"}," · "+e.method+" "+e.result+": "+fmt(e[win]||0)))));
 box.append(el("div",{id:"history"},el("b",null,"History"),(h.bytes/1048576).toFixed(1)+" MiB of max "+(h.bound_bytes/1048576).toFixed(1)+" MiB",
  h.file?" · saved "+(h.last_write?time(Date.parse(h.last_write)/1000):"not yet"):" · memory only",h.last_write_error?el("span",{class:"bad"}," · "+h.last_write_error):null));}
+/* Attention first: investigate, wait, ready, not enough traffic; off routes last; then config order. */
+function ordered(){return [...data.routes].sort((a,b)=>(a.mode==="off")-(b.mode==="off")||(VORDER[a.windows[win].verdict.verdict]-VORDER[b.windows[win].verdict.verdict]));}
 function table(){const body=document.querySelector("#routes-table tbody");body.replaceChildren();
-const routes=[...data.routes].sort((a,b)=>(VORDER[a.windows[win].verdict.verdict]-VORDER[b.windows[win].verdict.verdict])||(a.mode==="off")-(b.mode==="off"));
-for(const r of routes){const w=r.windows[win];const tr=el("tr",{"data-route":r.name});
+for(const r of ordered()){const w=r.windows[win];const tr=el("tr",{"data-route":r.name});
 tr.append(el("td",{class:"verdict"},pill(w.verdict.verdict)));
 tr.append(el("td",null,el("a",{href:"#"+win,"data-goto":r.name},r.name),r.in_config?null:el("span",{class:"share"},"not in the current config")));
 tr.append(el("td",null,el("span",{class:"mode mode-"+r.mode},r.mode)));
 tr.append(el("td",{class:"total"},fmt(w.total)));
 for(const c of data.categories){tr.append(el("td",{"data-category":c},fmt(w.counts[c]),el("span",{class:"share"},w.total?pct(w.shares[c]):"")));}
-tr.append(el("td",{class:"why"},r.mode==="off"?"App Check is off on this route (requests are not checked)":w.verdict.because));
+tr.append(el("td",{class:"why"},r.mode==="off"?"App Check is off on this route (requests are not checked)":w.verdict.because+(r.mode==="enforce"&&w.verdict.verdict==="ready to enforce"?" · already enforced":"")));
 body.append(tr);}
 body.querySelectorAll("a[data-goto]").forEach(a=>a.addEventListener("click",ev=>{ev.preventDefault();
 const t=document.getElementById("route-"+a.dataset.goto);if(t)t.scrollIntoView({behavior:"smooth"});}));}
@@ -147,7 +148,7 @@ for(const [x,t,a] of [[L,w.series.start,"start"],[W,end+w.series.step_seconds,"e
 e.textContent=time(t,win!=="hour");s.append(e);}
 return s;}
 function cards(){const box=document.getElementById("routes");box.replaceChildren();
-for(const r of data.routes){const w=r.windows[win];const card=el("section",{class:"route",id:"route-"+r.name,"data-route":r.name});
+for(const r of ordered()){const w=r.windows[win];const card=el("section",{class:"route",id:"route-"+r.name,"data-route":r.name});
 card.append(el("header",null,el("h2",{style:"margin:0"},r.name),el("span",{class:"mode mode-"+r.mode},r.mode),pill(w.verdict.verdict),
  el("span",{class:"share"},fmt(w.total)+" requests in the last "+win)));
 card.append(chart(w));

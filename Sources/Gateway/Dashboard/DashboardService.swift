@@ -66,12 +66,15 @@ final class DashboardService: @unchecked Sendable {
         thread.start()
     }
 
-    /// Stops the minute thread and writes the history one last time (what the loops counted since the last
-    /// fold is lost when they have already stopped).
-    func stop() {
+    /// Stops the minute thread, folds the loops' last counts in (the loops must still be running) and writes
+    /// the history one last time.
+    func stop(workers: [Worker]) {
         guard running.withLock({ r -> Bool in defer { r = false }; return r }) else { return }
         stopped.signal()
         finished.wait()
+        let done = DispatchSemaphore(value: 0)
+        fold(workers: workers) { done.signal() }
+        _ = done.wait(timeout: .now() + 2)
         save()
     }
 

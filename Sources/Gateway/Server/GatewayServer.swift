@@ -160,11 +160,11 @@ public final class GatewayServer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(grace)
         while openConnections > 0 && Date() < deadline { usleep(10_000) }
         let left = openConnections
+        dashboard.stop(workers: workers)
         for w in workers { w.loop.execute { [w] in w.forceClose() } }
         if let admin = adminListener { loops[0].execute { admin.close() } }
         for loop in loops { loop.stop() }
         exited.wait()
-        dashboard.stop()
         keyProvider?.stop()
         replayStore.withLock { $0?.close() }
         state.withLock { $0 = .stopped }
