@@ -149,6 +149,7 @@ import Testing
     /// (every ring's array plus every stored name) against `boundBytes`, and the bound against "a few MiB".
     @Test func memoryStaysWithinTheStatedBound() {
         #expect(DashboardHistory.boundBytes <= 11 * 1024 * 1024, "\(DashboardHistory.boundBytes)")
+        let rssBefore = Self.residentBytes()
         var clock = ManualClock()
         var h = DashboardHistory()
         let long = String(repeating: "x", count: 300)
@@ -166,7 +167,15 @@ import Testing
         #expect(h.routes.count == DashboardHistory.maxRoutes)
         #expect(h.storageBytes <= DashboardHistory.boundBytes, "\(h.storageBytes) > \(DashboardHistory.boundBytes)")
         #expect(h.routes.values.contains { $0.apps.count == DashboardHistory.maxApps && $0.reasons.count == DashboardHistory.maxReasons })
-        print("dashboard history: storage \(h.storageBytes) bytes when full, bound \(DashboardHistory.boundBytes) bytes")
+        // For the record (not asserted: other tests share the process): resident memory growth while filling.
+        print("dashboard history: storage \(h.storageBytes) bytes when full, bound \(DashboardHistory.boundBytes) bytes, RSS grew \(Self.residentBytes() - rssBefore) bytes")
+    }
+
+    /// VmRSS of this process, from /proc/self/status.
+    static func residentBytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
     }
 
     @Test func historyFileRoundTripAndRefusals() throws {

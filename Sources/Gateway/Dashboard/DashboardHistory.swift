@@ -103,7 +103,8 @@ struct DashboardHistory: Sendable, Codable {
         for (rawName, t) in tally.routes {
             let name = Self.cut(rawName)
             if routes[name] == nil { makeRoom() }
-            var r = routes[name] ?? Route(mode: t.mode, lastMinute: m)
+            // Taken out of the dictionary so the rings are uniquely referenced and change in place (no copy).
+            var r = routes.removeValue(forKey: name) ?? Route(mode: t.mode, lastMinute: m)
             r.mode = t.mode
             r.lastMinute = max(r.lastMinute, m)
             for (i, n) in t.categories.enumerated() { r.categories.add(minute: m, offset: i, n) }
@@ -112,21 +113,23 @@ struct DashboardHistory: Sendable, Codable {
             r.reasonMinutes.advance(toMinute: m); r.reasonHours.advance(toMinute: m)
             for (app, counts) in t.apps.sorted(by: { $0.key < $1.key }) {
                 let stride = Self.categoryCount
-                let rr = r
-                let slot = Route.slot(Self.cut(app), in: &r.apps, limit: Self.maxApps) { i in
-                    rr.appMinutes.isZero(offsets: (i * stride)..<((i + 1) * stride))
-                        && rr.appHours.isZero(offsets: (i * stride)..<((i + 1) * stride))
+                var names = r.apps
+                let slot = Route.slot(Self.cut(app), in: &names, limit: Self.maxApps) { i in
+                    r.appMinutes.isZero(offsets: (i * stride)..<((i + 1) * stride))
+                        && r.appHours.isZero(offsets: (i * stride)..<((i + 1) * stride))
                 }
+                r.apps = names
                 for (c, n) in counts.enumerated() {
                     r.appMinutes.add(minute: m, offset: slot * stride + c, n)
                     r.appHours.add(minute: m, offset: slot * stride + c, n)
                 }
             }
             for (reason, n) in t.reasons.sorted(by: { $0.key < $1.key }) {
-                let rr = r
-                let slot = Route.slot(Self.cut(reason), in: &r.reasons, limit: Self.maxReasons) { i in
-                    rr.reasonMinutes.isZero(offsets: i..<(i + 1)) && rr.reasonHours.isZero(offsets: i..<(i + 1))
+                var names = r.reasons
+                let slot = Route.slot(Self.cut(reason), in: &names, limit: Self.maxReasons) { i in
+                    r.reasonMinutes.isZero(offsets: i..<(i + 1)) && r.reasonHours.isZero(offsets: i..<(i + 1))
                 }
+                r.reasons = names
                 r.reasonMinutes.add(minute: m, offset: slot, n)
                 r.reasonHours.add(minute: m, offset: slot, n)
             }

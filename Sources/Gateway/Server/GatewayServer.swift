@@ -115,8 +115,8 @@ public final class GatewayServer: @unchecked Sendable {
         let old = settings
         let runtime = try Runtime(settings: new, generation: generation.add(1, ordering: .relaxed).newValue)
         if new.server.listen != old.server.listen || new.server.adminListen != old.server.adminListen
-            || new.server.threads != old.server.threads {
-            logSink.warning("listen addresses, admin_listen and threads change only on restart")
+            || new.server.threads != old.server.threads || new.dashboard.historyFile != old.dashboard.historyFile {
+            logSink.warning("listen addresses, admin_listen, threads and dashboard.history_file change only on restart")
         }
         if new.routes.contains(where: \.replayProtection) && replayStore.withLock({ $0 == nil }) {
             try attachReplayStore(new.replay, running: true)
