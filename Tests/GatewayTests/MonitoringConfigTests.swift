@@ -142,6 +142,10 @@ import TestSupport
         let promtool = try BoundedCommand.run("/usr/bin/promtool", ["check", "rules", alertsPath], timeout: 60)
         #expect(promtool.status == 0, "\(promtool.stdout)\(promtool.stderr)")
         #expect(promtool.stdout.contains("SUCCESS: 6 rules found"), "\(promtool.stdout)")
+        // And the alerts fire on the situations they are for (and not before): promtool's rule unit tests.
+        let unit = try BoundedCommand.run("/usr/bin/promtool", [
+            "test", "rules", Self.repoRoot.appendingPathComponent("Tests/alerts/prometheus-alerts.test.yaml").path], timeout: 120)
+        #expect(unit.status == 0 && unit.stdout.contains("SUCCESS"), "\(unit.stdout)\(unit.stderr)")
     }
 
     /// The checker itself catches what it is for: an unexported name, a wrong label.
