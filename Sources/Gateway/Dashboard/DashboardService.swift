@@ -100,10 +100,11 @@ final class DashboardService: @unchecked Sendable {
         }
     }
 
-    /// Folds, then delivers `/dashboard.json` for `settings` (on a loop thread).
+    /// Folds, then delivers `/dashboard.json` for `settings` on a background queue: building it (series over
+    /// a week of minutes per route) takes milliseconds that no event loop should spend.
     func json(workers: [Worker], settings: Settings, completion: @escaping @Sendable (String) -> Void) {
         fold(workers: workers) { [self] in
-            completion(currentJSON(settings: settings))
+            DispatchQueue.global().async { completion(self.currentJSON(settings: settings)) }
         }
     }
 
