@@ -255,7 +255,7 @@ public final class GatewayServer: @unchecked Sendable {
         metricsCollector.collect(workers: workers, openConnections: openConnections, completion: completion)
     }
 
-    /// `/dashboard.json`, after folding every loop's counts in; delivered on a loop thread.
+    /// `/dashboard.json`, after folding every loop's counts in; delivered on a background queue.
     func dashboardJSON(_ completion: @escaping @Sendable (String) -> Void) {
         dashboard.json(workers: workers, settings: settings, completion: completion)
     }
