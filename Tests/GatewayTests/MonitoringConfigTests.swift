@@ -40,21 +40,21 @@ import TestSupport
     /// bare gateway-prefixed name (so an unexported `appcheck_…` cannot hide without a selector).
     static func references(_ expr: String) -> [(String, [String])] {
         var out: [(String, [String])] = []
-        let selector = try! Regex(#"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{([^}]*)\}|\[)"#)
+        let selector = #/([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{([^}]*)\}|\[)/#
         for m in expr.matches(of: selector) {
-            let name = String(expr[m.output[1].range!])
+            let name = String(m.output.1)
             if ["by", "without", "on", "ignoring", "group_left", "group_right"].contains(name) { continue }
             var labelNames: [String] = []
-            if let inner = m.output[3].range {
-                for part in expr[inner].split(separator: ",") {
+            if let inner = m.output.3 {
+                for part in inner.split(separator: ",") {
                     let label = part.prefix { $0.isLetter || $0.isNumber || $0 == "_" }.trimmingCharacters(in: .whitespaces)
                     if !label.isEmpty { labelNames.append(label) }
                 }
             }
             out.append((name, labelNames))
         }
-        for m in expr.matches(of: try! Regex(#"\b(appcheck|gateway)_[a-z0-9_]+"#)) {
-            out.append((String(expr[m.range]), []))
+        for m in expr.matches(of: #/\b(appcheck|gateway)_[a-z0-9_]+/#) {
+            out.append((String(m.output.0), []))
         }
         return out
     }
