@@ -20,6 +20,7 @@ final class DashboardService: @unchecked Sendable {
     private let finished = DispatchGroup()
     private let running = Mutex(false)
     /// The last write of the history file: when (unix seconds) and the error, if it failed.
+    private let builder = DispatchQueue(label: "dashboard-json")
     private let lastWrite = Mutex<(at: Double?, error: String?)>((nil, nil))
     let keySetStatus = Mutex<(@Sendable () -> KeySetStatus)?>(nil)
     let replayInfo = Mutex<ReplayInfo?>(nil)
@@ -100,11 +101,13 @@ final class DashboardService: @unchecked Sendable {
         }
     }
 
-    /// Folds, then delivers `/dashboard.json` for `settings` on a background queue: building it (series over
-    /// a week of minutes per route) takes milliseconds that no event loop should spend.
+    /// Folds, then delivers `/dashboard.json` for `settings` on the dashboard's own serial queue: building it
+    /// (series over a week of minutes per route) takes milliseconds that no event loop should spend. Not the
+    /// global queue: its few threads may be blocked by other work in the process; and one build at a time
+    /// bounds the CPU a flood of dashboard requests can take.
     func json(workers: [Worker], settings: Settings, completion: @escaping @Sendable (String) -> Void) {
         fold(workers: workers) { [self] in
-            DispatchQueue.global().async { completion(self.currentJSON(settings: settings)) }
+            builder.async { completion(self.currentJSON(settings: settings)) }
         }
     }
 
