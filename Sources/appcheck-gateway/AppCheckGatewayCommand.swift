@@ -169,6 +169,7 @@ struct Demo: ParsableCommand {
           key set   \(issuer.url)   (a local issuer standing in for Firebase; key in \(keyPath))
           admin     http://\(admin)
           config    \(configPath)\(config == nil ? "   (built in, the same as Config/demo.yaml)" : "")
+          dashboard http://\(admin)/dashboard   (can each route be enforced yet? the curls below move its verdicts)
 
         1. A valid App Check token on an enforced route: 200, and the upstream sees X-AppCheck-Status: verified
         curl -i -H 'X-Firebase-AppCheck: \(session)' http://\(gw)/api/orders

@@ -28,6 +28,9 @@ enum DemoConfiguration {
     replay:
       store: memory
 
+    dashboard:                        # http://127.0.0.1:9901/dashboard
+      min_requests: 5                 # low for the demo, so a few curls move the verdicts (production: 1000)
+
     upstreams:
       sample:
         url: http://127.0.0.1:${DEMO_UPSTREAM_PORT:-18081}

@@ -3,7 +3,7 @@ import Yams
 
 /// The sections of docs/configuration.md, each read with its defaults and limits (listed in `ConfigLoader` and README).
 extension ConfigDecoder {
-    static let rootKeys = ["server", "app_check", "replay", "issuer", "upstreams", "routes"]
+    static let rootKeys = ["server", "app_check", "replay", "issuer", "dashboard", "upstreams", "routes"]
 
     /// Settings when the tree could be walked at all; callers look at `errors` to know whether they are valid.
     func decodeSettings(_ root: Node, sourcePath: String) -> Settings? {
@@ -33,6 +33,7 @@ extension ConfigDecoder {
         var settings = Settings(server: server, appCheck: appCheck, replay: replay, upstreams: upstreams,
                                 routes: routes, sourcePath: sourcePath)
         settings.issuer = issuer
+        if let node = top.value("dashboard") { settings.dashboard = decodeDashboard(node) }
         return settings
     }
 

@@ -11,6 +11,8 @@ public struct Settings: Sendable {
     public var upstreams: [UpstreamSettings]
     /// Routes in file order; the first match wins.
     public var routes: [RouteSettings]
+    /// The enforcement dashboard (SPEC §7.1).
+    public var dashboard = DashboardSettings()
     /// The file this came from (for reload and messages).
     public var sourcePath: String
     /// The self-hosted App Check provider, when `issuer:` is written.

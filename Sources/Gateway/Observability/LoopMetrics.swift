@@ -29,6 +29,9 @@ struct LoopMetrics: Sendable {
     var tlsHandshakeFailures = 0
     /// HTTP/2 connections closed for protocol errors or abuse, by reason.
     var h2ConnectionErrors: [String: Int] = [:]
+    /// The enforcement dashboard's counts since its last fold (taken and reset by `DashboardService`; not
+    /// summed by `add`, not part of `/metrics`).
+    var dashboard = DashboardTally()
 
     struct UpstreamErrorKey: Hashable, Sendable {
         var upstream: String

@@ -8,9 +8,11 @@ protocol AdminState: AnyObject, Sendable {
     func readinessProblems() -> [String]
     /// Prometheus text exposition (0.0.4), delivered on any thread.
     func metricsText(_ completion: @escaping @Sendable (String) -> Void)
+    /// `/dashboard.json` (SPEC §7.1), delivered on any thread.
+    func dashboardJSON(_ completion: @escaping @Sendable (String) -> Void)
 }
 
-/// The admin listener (SPEC §7): `/healthz`, `/readyz`, `/metrics`. It runs on the first loop; one request
+/// The admin listener (SPEC §7): `/healthz`, `/readyz`, `/metrics`, `/dashboard`, `/dashboard.json`. It runs on the first loop; one request
 /// per connection, answered and closed.
 final class AdminListener: EventHandler, @unchecked Sendable {
     let fd: Int32
@@ -113,18 +115,30 @@ final class AdminConnection: EventHandler {
                                        headOnly: headOnly)
                 }
             }
+        case "/dashboard", "/dashboard.json":
+            let loop = listener.loop
+            let conn = Unchecked(self)
+            let page = path == "/dashboard"
+            listener.state.dashboardJSON { json in
+                loop.execute {
+                    conn.value.respond(status: 200,
+                                       type: page ? "text/html; charset=utf-8" : "application/json",
+                                       body: page ? DashboardPage.render(json: json) : json, headOnly: headOnly,
+                                       extraHeaders: DashboardPage.headers)
+                }
+            }
         default:
             respond(status: 404, type: "application/json", body: "{\"error\":\"not_found\"}", headOnly: headOnly)
         }
     }
 
-    private func respond(status: Int, type: String, body: String, headOnly: Bool) {
+    private func respond(status: Int, type: String, body: String, headOnly: Bool, extraHeaders: String = "") {
         guard !closed else { return }
         answered = true
         responseQueued = true
         outBuf.append(ResponseHeadWriter.statusLine(status))
         outBuf.append(status == 200 ? "OK" : ErrorResponse.reasonPhrase(status))
-        outBuf.append("\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n")
+        outBuf.append("\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\n\(extraHeaders)Connection: close\r\n\r\n")
         if !headOnly { outBuf.append(body) }
         flush()
     }

@@ -26,6 +26,8 @@ public final class GatewayServer: @unchecked Sendable {
     public private(set) var tlsListenAddresses: [SocketAddress] = []
     /// The admin listener's bound address.
     public private(set) var adminAddress: SocketAddress?
+    /// The enforcement dashboard (SPEC §7.1); `dashboard.history_file` is read here, at start only.
+    let dashboard: DashboardService
 
     enum ServerPhase { case created, running, draining, stopped }
 
@@ -33,6 +35,7 @@ public final class GatewayServer: @unchecked Sendable {
         self.logSink = logSink
         currentSettings = Mutex(settings)
         logSink.setLevel(settings.server.logLevel)
+        dashboard = DashboardService(historyFile: settings.dashboard.historyFile, log: logSink)
     }
 
     public var settings: Settings { currentSettings.withLock { $0 } }
@@ -96,6 +99,7 @@ public final class GatewayServer: @unchecked Sendable {
             exited.enter()
             loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
         }
+        dashboard.start(workers: workers)
         state.withLock { $0 = .running }
         logSink.info("listening", [
             ("listen", .strings(listenAddresses.map(\.description))),
@@ -111,8 +115,8 @@ public final class GatewayServer: @unchecked Sendable {
         let old = settings
         let runtime = try Runtime(settings: new, generation: generation.add(1, ordering: .relaxed).newValue)
         if new.server.listen != old.server.listen || new.server.adminListen != old.server.adminListen
-            || new.server.threads != old.server.threads {
-            logSink.warning("listen addresses, admin_listen and threads change only on restart")
+            || new.server.threads != old.server.threads || new.dashboard.historyFile != old.dashboard.historyFile {
+            logSink.warning("listen addresses, admin_listen, threads and dashboard.history_file change only on restart")
         }
         if new.routes.contains(where: \.replayProtection) && replayStore.withLock({ $0 == nil }) {
             try attachReplayStore(new.replay, running: true)
@@ -156,6 +160,7 @@ public final class GatewayServer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(grace)
         while openConnections > 0 && Date() < deadline { usleep(10_000) }
         let left = openConnections
+        dashboard.stop(workers: workers)
         for w in workers { w.loop.execute { [w] in w.forceClose() } }
         if let admin = adminListener { loops[0].execute { admin.close() } }
         for loop in loops { loop.stop() }
@@ -191,6 +196,7 @@ public final class GatewayServer: @unchecked Sendable {
             for w in loops { w.value.loop.execute { w.value.setKeys(keys) } }
         }
         provider.start()
+        dashboard.keySetStatus.withLock { $0 = { provider.status } }
         addReadinessCheck {
             let status = provider.status
             return status.isReady ? nil : "jwks: " + (status.lastError ?? "no usable key set yet")
@@ -219,6 +225,8 @@ public final class GatewayServer: @unchecked Sendable {
             }
         }
         addReadinessCheck { store.readinessProblem().map { "replay_store: \($0)" } }
+        dashboard.replayInfo.withLock { $0 = .init(store: settings.store.rawValue, counters: store.counters,
+                                                   problem: { store.readinessProblem() }) }
         metricsCollector.addSource { t in
             let c = store.counters
             t.family("appcheck_replay_store_total", "counter", "Replay-store answers: consumed, reused, error.")
@@ -245,6 +253,11 @@ public final class GatewayServer: @unchecked Sendable {
     /// The Prometheus text of all loops' counters plus the extra sources, delivered on a loop thread.
     public func collectMetrics(_ completion: @escaping @Sendable (String) -> Void) {
         metricsCollector.collect(workers: workers, openConnections: openConnections, completion: completion)
+    }
+
+    /// `/dashboard.json`, after folding every loop's counts in; delivered on a background queue.
+    func dashboardJSON(_ completion: @escaping @Sendable (String) -> Void) {
+        dashboard.json(workers: workers, settings: settings, completion: completion)
     }
 
     /// Client connections open across all loops.
@@ -290,5 +303,9 @@ final class AdminStatus: AdminState, @unchecked Sendable {
 
     func metricsText(_ completion: @escaping @Sendable (String) -> Void) {
         server.collectMetrics(completion)
+    }
+
+    func dashboardJSON(_ completion: @escaping @Sendable (String) -> Void) {
+        server.dashboardJSON(completion)
     }
 }

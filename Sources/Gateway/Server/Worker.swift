@@ -225,6 +225,10 @@ final class Worker: @unchecked Sendable {
             // In place through the dictionary's modify accessor: no copy of the counters per request.
             Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
                        seconds: seconds)
+            if ex.appCheckRan {
+                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome,
+                                         reason: ex.appCheck.reason, appId: ex.appCheck.appId)
+            }
         } else {
             metrics.unroutedStatuses[status, default: 0] += 1
         }

@@ -1,0 +1,165 @@
+import Foundation
+
+/// `/dashboard.json` (SPEC §7.1): per route its mode, and per window (hour, day, week) the counts and shares
+/// per Firebase category, the verdict with its numbers, a chart series, the top reasons and App IDs; plus the
+/// key set, the replay store, the issuer and the history's own size. The shape is documented in
+/// docs/dashboard.md.
+struct DashboardReport {
+    var history: DashboardHistory
+    var settings: Settings
+    var now: Double
+    var keySet: KeySetStatus?
+    var replay: DashboardService.ReplayInfo?
+    var historyFile: String
+    var lastWrite: (at: Double?, error: String?)
+
+    /// Reasons listed per window (the rest are summed under `more`).
+    static let topReasons = 10
+
+    func json() -> String {
+        let object = build()
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
+            return #"{"error":"dashboard could not be serialised"}"#
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func iso(_ t: Double) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime]
+        return f.string(from: Date(timeIntervalSince1970: t))
+    }
+
+    static func rounded(_ x: Double) -> Double { (x * 1_000_000).rounded() / 1_000_000 }
+
+    static func byCategory(_ counts: [Int]) -> [String: Int] {
+        Dictionary(uniqueKeysWithValues: zip(DashboardHistory.categories, counts))
+    }
+
+    func build() -> [String: Any] {
+        var routes: [[String: Any]] = []
+        var seen = Set<String>()
+        for r in settings.routes {
+            seen.insert(r.name)
+            routes.append(route(r.name, mode: r.enforcement.rawValue, inConfig: true))
+        }
+        for (name, mode) in history.routeModes where !seen.contains(name) {
+            routes.append(route(name, mode: mode, inConfig: false))
+        }
+        return [
+            "generated_at": Self.iso(now),
+            "now": Int(now),
+            "categories": DashboardHistory.categories,
+            "settings": [
+                "min_requests": settings.dashboard.minRequests,
+                "ready_share": settings.dashboard.readyShare,
+                "outdated_limit": DashboardVerdict.outdatedLimit,
+                "invalid_unknown_limit": DashboardVerdict.suspiciousLimit,
+            ] as [String: Any],
+            "windows": DashboardHistory.Window.all.map {
+                ["name": $0.name, "minutes": $0.minutes, "resolution_minutes": $0.resolution] as [String: Any]
+            },
+            "routes": routes,
+            "key_set": keySetBlock(),
+            "replay_store": replayBlock(),
+            "issuer": Self.issuerBlock(),
+            "history": [
+                "bytes": history.storageBytes,
+                "bound_bytes": DashboardHistory.boundBytes,
+                "max_routes": DashboardHistory.maxRoutes,
+                "max_app_ids_per_route": DashboardHistory.maxApps,
+                "max_reasons_per_route": DashboardHistory.maxReasons,
+                "file": historyFile.isEmpty ? NSNull() : historyFile,
+                "last_write": lastWrite.at.map(Self.iso) ?? NSNull(),
+                "last_write_error": lastWrite.error ?? NSNull(),
+            ] as [String: Any],
+        ]
+    }
+
+    private func route(_ name: String, mode: String, inConfig: Bool) -> [String: Any] {
+        var windows: [String: Any] = [:]
+        for w in DashboardHistory.Window.all {
+            let stats = history.stats(route: name, window: w, now: now)
+            windows[w.name] = window(stats, w)
+        }
+        return ["name": name, "mode": mode, "in_config": inConfig, "windows": windows]
+    }
+
+    private func window(_ stats: DashboardHistory.WindowStats?, _ w: DashboardHistory.Window) -> [String: Any] {
+        let counts = stats?.counts ?? [Int](repeating: 0, count: DashboardHistory.categories.count)
+        let total = counts.reduce(0, +)
+        let verdict = DashboardVerdict(counts: counts, minRequests: settings.dashboard.minRequests,
+                                       readyShare: settings.dashboard.readyShare)
+        var shares: [String: Double] = [:]
+        for (i, c) in DashboardHistory.categories.enumerated() {
+            shares[c] = total > 0 ? Self.rounded(Double(counts[i]) / Double(total)) : 0
+        }
+        let m = DashboardHistory.minute(now)
+        let firstPoint = stats?.series.first?.minute ?? ((m / w.resolution) * w.resolution - (w.minutes / w.resolution - 1) * w.resolution)
+        let reasons = stats?.reasons ?? []
+        return [
+            "total": total,
+            "counts": Self.byCategory(counts),
+            "shares": shares,
+            "verdict": [
+                "verdict": verdict.kind.rawValue,
+                "because": verdict.because,
+                "total": verdict.total,
+                "verified_share": Self.rounded(verdict.verifiedShare),
+                "outdated_share": Self.rounded(verdict.outdatedShare),
+                "invalid_unknown_share": Self.rounded(verdict.suspiciousShare),
+            ] as [String: Any],
+            "series": [
+                "start": firstPoint * 60,
+                "step_seconds": w.resolution * 60,
+                // One array of counts per point, in `categories` order (compact for week charts).
+                "points": stats?.series.map(\.counts) ?? [],
+            ] as [String: Any],
+            "reasons": reasons.prefix(Self.topReasons).map { ["reason": $0.name, "count": $0.count] as [String: Any] },
+            "more_reasons": reasons.dropFirst(Self.topReasons).reduce(0) { $0 + $1.count },
+            "app_ids": (stats?.apps ?? []).map {
+                ["app_id": $0.name, "total": $0.counts.reduce(0, +), "counts": Self.byCategory($0.counts)] as [String: Any]
+            },
+            // App IDs and reasons over the day and week are counted in whole clock hours.
+            "breakdown_resolution_minutes": w.minutes > 60 ? 60 : 1,
+        ]
+    }
+
+    private func keySetBlock() -> [String: Any] {
+        guard let k = keySet else { return ["status": "not configured"] }
+        let status = !k.isReady ? "missing" : k.isStale ? "stale" : "ok"
+        return [
+            "status": status,
+            "keys": k.keyCount,
+            "kids": k.kids,
+            "age_seconds": k.ageSeconds.map { Int($0) } ?? NSNull(),
+            "source": k.source?.rawValue ?? NSNull(),
+            "last_fetch": k.lastError.map { "error: " + $0 } ?? (k.successfulFetches > 0 ? "ok" : "none yet"),
+            "fetches": ["success": k.successfulFetches, "error": k.failedFetches],
+            "jwks_url": settings.appCheck.jwks.url,
+        ]
+    }
+
+    private func replayBlock() -> [String: Any] {
+        guard let r = replay else {
+            return ["status": "not configured", "store": NSNull(),
+                    "note": "no route has replay_protection: true"]
+        }
+        let problem = r.problem()
+        return [
+            "status": problem.map { "error: " + $0 } ?? "ok",
+            "store": r.store,
+            "consumed": r.counters.consumed,
+            "reused": r.counters.reused,
+            "errors": r.counters.errors,
+        ]
+    }
+
+    /// The issuer (SPEC §10) does not exist yet in this build. Once it does, `exchanges` lists one entry per
+    /// (app_id, method, result) with counts per window, e.g.
+    /// `{"app_id": "1:…:ios:…", "method": "exchangeAppAttestAssertion", "result": "minted", "hour": 3, "day": 40, "week": 301}`
+    /// (`result`: `minted` or the refusal category, as in `appcheck_issuer_exchanges_total`).
+    static func issuerBlock() -> [String: Any] {
+        ["status": "not configured", "configured": false, "exchanges": [] as [Any]]
+    }
+}

@@ -1,0 +1,66 @@
+/// "Can I turn enforcement on for this route yet?" (SPEC §7.1), decided from one window's counts.
+///
+/// Precedence, first match wins (docs/dashboard.md):
+/// 1. `not enough traffic`: fewer than `min_requests` requests — shares of a handful of requests mean nothing.
+/// 2. `investigate`: invalid + unknown origin above 1% — possible abuse comes before everything else.
+/// 3. `wait`: outdated clients above 1% — enforcing now would lock out old app versions still in use.
+/// 4. `ready to enforce`: verified share at or above `ready_share`.
+/// 5. otherwise `wait`: below the bar without a single dominant cause (e.g. reused tokens).
+struct DashboardVerdict: Sendable, Equatable {
+    enum Kind: String, Sendable {
+        case ready = "ready to enforce"
+        case wait = "wait"
+        case investigate = "investigate"
+        case notEnoughTraffic = "not enough traffic"
+    }
+
+    /// The 1% thresholds of SPEC §7.1.
+    static let outdatedLimit = 0.01
+    static let suspiciousLimit = 0.01
+
+    var kind: Kind
+    /// One sentence with the numbers behind the verdict.
+    var because: String
+    var total: Int
+    var verifiedShare: Double
+    var outdatedShare: Double
+    /// invalid + unknown_origin.
+    var suspiciousShare: Double
+
+    /// `counts` by `DashboardHistory.categories` index.
+    init(counts: [Int], minRequests: Int, readyShare: Double) {
+        let total = counts.reduce(0, +)
+        func share(_ n: Int) -> Double { total > 0 ? Double(n) / Double(total) : 0 }
+        let at = { (name: String) -> Int in
+            DashboardHistory.categoryIndex(name).map { counts.indices.contains($0) ? counts[$0] : 0 } ?? 0
+        }
+        self.total = total
+        verifiedShare = share(at("verified"))
+        outdatedShare = share(at("outdated_client"))
+        suspiciousShare = share(at("invalid") + at("unknown_origin"))
+        let pct = { (x: Double) in Self.percent(x) }
+        if total < minRequests {
+            kind = .notEnoughTraffic
+            because = "\(total) requests, fewer than min_requests \(minRequests)"
+        } else if suspiciousShare > Self.suspiciousLimit {
+            kind = .investigate
+            because = "invalid + unknown origin \(pct(suspiciousShare)) > 1% of \(total) requests"
+        } else if outdatedShare > Self.outdatedLimit {
+            kind = .wait
+            because = "outdated clients \(pct(outdatedShare)) > 1% of \(total) requests"
+        } else if verifiedShare >= readyShare {
+            kind = .ready
+            because = "verified \(pct(verifiedShare)) ≥ ready_share \(pct(readyShare)) of \(total) requests"
+        } else {
+            kind = .wait
+            because = "verified \(pct(verifiedShare)) < ready_share \(pct(readyShare)) of \(total) requests"
+        }
+    }
+
+    /// "99.25%": two decimals, enough to tell 99.0% from 98.99%.
+    static func percent(_ x: Double) -> String {
+        let hundredths = Int((x * 10000).rounded())
+        let frac = hundredths % 100
+        return "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac)%"
+    }
+}

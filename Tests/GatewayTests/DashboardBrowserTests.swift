@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The dashboard page in a real browser (Debian's `chromium`, headless): after its scripts run, the DOM shows
+/// every route with its verdict and counts; screenshots land in `.build/dashboard-test/`; and the browser's
+/// network log shows no request to any host but the gateway's admin listener.
+@Suite(.serialized) struct DashboardBrowserTests {
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let chromium = "/usr/bin/chromium"
+
+    /// Flags for a quiet, isolated headless run: no sandbox (tests may run as root), no background services,
+    /// and every host name but 127.0.0.1 unresolvable, so a stray external reference fails instead of leaking.
+    static func flags(profile: String) -> [String] {
+        ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir=\(profile)",
+         "--no-first-run", "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
+         "--disable-default-apps", "--disable-extensions", "--disable-sync", "--disable-domain-reliability",
+         "--metrics-recording-only", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--hide-scrollbars"]
+    }
+
+    /// The requests a net log shows starting (`URL_REQUEST_START_JOB`): URL, initiator, isolation key.
+    static func requests(in log: Any) -> [(url: String, initiator: String, isolation: String)] {
+        guard let root = log as? [String: Any], let constants = root["constants"] as? [String: Any],
+              let types = constants["logEventTypes"] as? [String: Int], let start = types["URL_REQUEST_START_JOB"],
+              let events = root["events"] as? [[String: Any]] else { return [] }
+        return events.compactMap { e in
+            guard e["type"] as? Int == start, let p = e["params"] as? [String: Any], let url = p["url"] as? String else { return nil }
+            return (url, p["initiator"] as? String ?? "", p["network_isolation_key"] as? String ?? "")
+        }
+    }
+
+    /// The `<tr data-route="name">…</tr>` of the dumped DOM.
+    static func row(_ dom: String, _ name: String) -> String? {
+        guard let start = dom.range(of: #"<tr data-route="\#(name)">"#) else { return nil }
+        guard let end = dom[start.upperBound...].range(of: "</tr>") else { return nil }
+        return String(dom[start.lowerBound..<end.upperBound])
+    }
+
+    @Test func pageRendersEveryRouteVerdictAndCountAndFetchesNothingElsewhere() throws {
+        #expect(FileManager.default.isExecutableFile(atPath: Self.chromium), "chromium is missing: make test installs it (Makefile TEST_PACKAGES)")
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let h = try DashboardEndToEndTests.gatewayWithTraffic(issuer)
+        defer { h.stop() }
+        let out = Self.repoRoot.appendingPathComponent(".build/dashboard-test")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+        let profile = NSTemporaryDirectory() + "dashboard-chromium-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: profile) }
+        let url = "http://127.0.0.1:\(h.adminPort)/dashboard"
+        let netLog = out.appendingPathComponent("netlog.json").path
+        try? FileManager.default.removeItem(atPath: netLog)
+
+        // 35 s of virtual time: the page renders from its embedded data, then refreshes once from /dashboard.json.
+        let dump = try BoundedCommand.run(Self.chromium, Self.flags(profile: profile) + [
+            "--log-net-log=\(netLog)", "--virtual-time-budget=35000", "--dump-dom", url], timeout: 90)
+        #expect(dump.status == 0, "\(dump.stderr)")
+        let dom = dump.stdout
+        try dom.write(to: out.appendingPathComponent("dashboard-dom.html"), atomically: true, encoding: .utf8)
+        for (name, counts) in DashboardEndToEndTests.expected {
+            guard let row = Self.row(dom, name) else {
+                Issue.record("no row for route \(name) in the DOM")
+                continue
+            }
+            let verdict = try #require(DashboardEndToEndTests.expectedVerdicts[name])
+            #expect(row.contains(">\(verdict)</span>"), "\(name): \(row)")
+            for (i, category) in ["verified", "outdated_client", "unknown_origin", "invalid", "reused"].enumerated() {
+                #expect(row.contains(#"<td data-category="\#(category)">\#(counts[i])<"#), "\(name) \(category): \(row)")
+            }
+            #expect(row.contains(#"<td class="total">\#(counts.reduce(0, +))</td>"#), "\(name): \(row)")
+            #expect(dom.contains(#"<section class="route" id="route-\#(name)""#), "no chart card for \(name)")
+        }
+        #expect(dom.contains("<svg"), "no chart drawn")
+        #expect(dom.contains(#"<span class="ok">ok</span>"#), "key set not shown as ok")
+
+        // The network log. Requests made for the page carry its origin (initiator or network isolation key
+        // 127.0.0.1); every one of them must go to the admin listener. Chromium's own background requests
+        // (update checks, account probes: no page origin) fail to resolve under --host-resolver-rules and are
+        // not the page's doing; they are listed in the message when something else goes wrong.
+        let logData = try Data(contentsOf: URL(fileURLWithPath: netLog))
+        let all = Self.requests(in: try JSONSerialization.jsonObject(with: logData))
+        let admin = "http://127.0.0.1:\(h.adminPort)/"
+        let fromPage = all.filter { $0.initiator.contains("127.0.0.1") || $0.isolation.contains("127.0.0.1") }
+        let foreign = fromPage.filter { !$0.url.hasPrefix(admin) }.map(\.url)
+        #expect(foreign.isEmpty, "the page requested other hosts: \(foreign)")
+        let pageURLs = Set(fromPage.map(\.url))
+        // The page itself and its refresh; the browser may also ask for /favicon.ico on its own.
+        #expect(pageURLs.isSuperset(of: [url, admin + "dashboard.json"]), "page requests: \(pageURLs.sorted()); all: \(all.map(\.url))")
+        #expect(pageURLs.isSubset(of: [url, admin + "dashboard.json", admin + "favicon.ico"]), "page requests: \(pageURLs.sorted())")
+
+        // Screenshots for people (laptop and phone widths); the README's docs/dashboard.png comes from here.
+        for (file, size) in [("dashboard.png", "1280,1100"), ("dashboard-phone.png", "390,1400")] {
+            let path = out.appendingPathComponent(file).path
+            try? FileManager.default.removeItem(atPath: path)
+            let shot = try BoundedCommand.run(Self.chromium, Self.flags(profile: profile) + [
+                "--window-size=\(size)", "--virtual-time-budget=3000", "--screenshot=\(path)", url], timeout: 90)
+            #expect(shot.status == 0, "\(shot.stderr)")
+            let png = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "\(file) is not a PNG")
+        }
+    }
+}

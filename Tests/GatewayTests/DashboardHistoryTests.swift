@@ -1,0 +1,215 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// The dashboard's history as a value driven by a manual clock (SPEC §7.1).
+@Suite struct DashboardHistoryTests {
+    /// A manual clock: unix seconds, moved by the test.
+    struct ManualClock {
+        var now: Double = 1_800_000_000 // a whole hour: 2027-01-15T08:00:00Z
+        mutating func advance(minutes: Double) { now += minutes * 60 }
+    }
+
+    static func tally(_ outcomes: [String: Int], route: String = "api", mode: String = "monitor",
+                      reason: String? = nil, appId: String? = nil) -> DashboardTally {
+        var t = DashboardTally()
+        for (outcome, n) in outcomes.sorted(by: { $0.key < $1.key }) {
+            for _ in 0..<n { t.record(route: route, mode: mode, outcome: outcome, reason: outcome == "verified" ? nil : reason, appId: appId) }
+        }
+        return t
+    }
+
+    @Test func tallyCountsCategoriesReasonsAndAppsAndIgnoresSkipped() {
+        var t = DashboardTally()
+        t.record(route: "r", mode: "enforce", outcome: "verified", reason: nil, appId: "app1")
+        t.record(route: "r", mode: "enforce", outcome: "invalid", reason: "bad_signature", appId: nil)
+        t.record(route: "r", mode: "enforce", outcome: "reused", reason: "reused", appId: "app1")
+        t.record(route: "r", mode: "enforce", outcome: "skipped", reason: nil, appId: nil)
+        t.record(route: "r", mode: "enforce", outcome: "verified", reason: "ignored-on-verified", appId: nil)
+        #expect(t.routes["r"]?.categories == [2, 0, 0, 1, 1])
+        #expect(t.routes["r"]?.reasons == ["bad_signature": 1, "reused": 1])
+        #expect(t.routes["r"]?.apps == ["app1": [1, 0, 0, 0, 1]])
+    }
+
+    @Test func tallyBoundsAppIdsBetweenFolds() {
+        var t = DashboardTally()
+        for i in 0..<(DashboardTally.maxAppsPerRoute + 10) {
+            t.record(route: "r", mode: "enforce", outcome: "verified", reason: nil, appId: "app-\(i)")
+        }
+        #expect(t.routes["r"]?.apps.count == DashboardTally.maxAppsPerRoute + 1)
+        #expect(t.routes["r"]?.apps[DashboardHistory.other]?[0] == 10)
+    }
+
+    @Test func minuteBucketsAndWindows() throws {
+        var clock = ManualClock()
+        var h = DashboardHistory()
+        h.fold(Self.tally(["verified": 5, "invalid": 1], reason: "bad_signature"), now: clock.now)
+        clock.advance(minutes: 0.5) // same minute
+        h.fold(Self.tally(["verified": 2]), now: clock.now)
+        clock.advance(minutes: 90) // 1.5 h later
+        h.fold(Self.tally(["outdated_client": 3], reason: "missing"), now: clock.now)
+
+        let hour = try #require(h.stats(route: "api", window: .hour, now: clock.now))
+        #expect(hour.counts == [0, 3, 0, 0, 0])
+        #expect(hour.series.count == 60)
+        #expect(hour.series.last?.counts == [0, 3, 0, 0, 0])
+        #expect(hour.series.last?.minute == DashboardHistory.minute(clock.now))
+        #expect(hour.reasons.map(\.name) == ["missing"])
+
+        let day = try #require(h.stats(route: "api", window: .day, now: clock.now))
+        #expect(day.counts == [7, 3, 0, 1, 0])
+        #expect(day.total == 11)
+        #expect(day.series.count == 96)
+        #expect(day.series.reduce(0) { $0 + $1.counts.reduce(0, +) } == 11)
+        #expect(day.reasons.map(\.name) == ["missing", "bad_signature"])
+        #expect(day.reasons.map(\.count) == [3, 1])
+
+        // A week and a minute later, everything has aged out; the ring has wrapped.
+        clock.advance(minutes: Double(DashboardHistory.weekMinutes))
+        let week = try #require(h.stats(route: "api", window: .week, now: clock.now))
+        #expect(week.counts == [0, 0, 0, 0, 0])
+        #expect(week.series.count == 84)
+        #expect(week.reasons.isEmpty && week.apps.isEmpty)
+    }
+
+    @Test func weekWindowKeepsSixDaysAgoAndDropsEightDaysAgo() throws {
+        var clock = ManualClock()
+        var h = DashboardHistory()
+        h.fold(Self.tally(["verified": 4]), now: clock.now)
+        clock.advance(minutes: 2 * 24 * 60)
+        h.fold(Self.tally(["invalid": 1], reason: "expired"), now: clock.now)
+        clock.advance(minutes: 6 * 24 * 60) // first fold is now 8 days old
+        h.fold(Self.tally(["verified": 1]), now: clock.now)
+        let week = try #require(h.stats(route: "api", window: .week, now: clock.now))
+        #expect(week.counts == [1, 0, 0, 1, 0])
+        // An old minute arriving late (a restart with an old file) is dropped, not written over a new bucket.
+        h.fold(Self.tally(["reused": 9]), now: clock.now - 8 * 86400)
+        #expect(h.stats(route: "api", window: .week, now: clock.now)?.counts == [1, 0, 0, 1, 0])
+    }
+
+    @Test func appIdsBeyondTheLimitCountAsOtherAndSlotsAreReusedAfterAWeek() throws {
+        var clock = ManualClock()
+        var h = DashboardHistory()
+        for i in 0..<(DashboardHistory.maxApps + 3) {
+            h.fold(Self.tally(["verified": i + 1], appId: "app-\(i)"), now: clock.now)
+        }
+        let day = try #require(h.stats(route: "api", window: .day, now: clock.now))
+        #expect(day.apps.count == DashboardHistory.maxApps + 1)
+        let other = try #require(day.apps.first { $0.name == DashboardHistory.other })
+        #expect(other.counts[0] == 21 + 22 + 23)
+        #expect(day.apps.first?.name == other.name) // the largest total first
+        clock.advance(minutes: Double(DashboardHistory.weekMinutes + 60))
+        h.fold(Self.tally(["verified": 1], appId: "newcomer"), now: clock.now)
+        let later = try #require(h.stats(route: "api", window: .hour, now: clock.now))
+        #expect(later.apps.map(\.name) == ["newcomer"])
+    }
+
+    @Test func routesBeyondTheLimitEvictTheLeastRecentlyActive() {
+        var clock = ManualClock()
+        var h = DashboardHistory()
+        for i in 0..<DashboardHistory.maxRoutes {
+            h.fold(Self.tally(["verified": 1], route: "route-\(i)"), now: clock.now)
+            clock.advance(minutes: 1)
+        }
+        h.fold(Self.tally(["verified": 1], route: "route-0"), now: clock.now) // route-1 is now the stalest
+        h.fold(Self.tally(["verified": 1], route: "late"), now: clock.now)
+        #expect(h.routes.count == DashboardHistory.maxRoutes)
+        #expect(h.routes["route-1"] == nil)
+        #expect(h.routes["route-0"] != nil && h.routes["late"] != nil)
+    }
+
+    @Test(arguments: [
+        // (verified, outdated, unknown, invalid, reused), expected
+        ([999, 0, 0, 0, 0], DashboardVerdict.Kind.notEnoughTraffic),
+        ([990, 0, 0, 0, 0], .notEnoughTraffic),
+        ([1000, 0, 0, 0, 0], .ready),
+        ([990, 0, 0, 10, 0], .ready),            // exactly 99% verified, 1% invalid (not above 1%)
+        ([989, 0, 0, 11, 0], .investigate),      // invalid above 1%
+        ([980, 0, 6, 5, 9], .investigate),        // unknown + invalid = 1.1%
+        ([970, 20, 11, 0, 0], .investigate),      // both: investigate first
+        ([970, 30, 0, 0, 0], .wait),              // outdated clients above 1%
+        ([985, 5, 5, 5, 0], .wait),               // below ready_share, no single cause above 1%
+        ([980, 0, 0, 0, 20], .wait),              // reused tokens keep it below the bar
+    ])
+    func verdicts(counts: [Int], expected: DashboardVerdict.Kind) {
+        let v = DashboardVerdict(counts: counts, minRequests: 1000, readyShare: 0.99)
+        #expect(v.kind == expected, "\(counts): \(v.because)")
+        #expect(v.total == counts.reduce(0, +))
+    }
+
+    @Test func verdictSaysWhy() {
+        let v = DashboardVerdict(counts: [9900, 0, 0, 100, 0], minRequests: 1000, readyShare: 0.99)
+        #expect(v.kind == .ready)
+        #expect(v.because == "verified 99.00% ≥ ready_share 99.00% of 10000 requests")
+        #expect(DashboardVerdict.percent(0.00125) == "0.13%")
+        #expect(DashboardVerdict(counts: [0, 0, 0, 0, 0], minRequests: 0, readyShare: 0.99).kind == .wait)
+    }
+
+    /// Fills every route, App ID and reason slot with over-long names, then checks the counters' size
+    /// (every ring's array plus every stored name) against `boundBytes`, and the bound against "a few MiB".
+    @Test func memoryStaysWithinTheStatedBound() {
+        #expect(DashboardHistory.boundBytes <= 11 * 1024 * 1024, "\(DashboardHistory.boundBytes)")
+        let rssBefore = Self.residentBytes()
+        var clock = ManualClock()
+        var h = DashboardHistory()
+        let long = String(repeating: "x", count: 300)
+        for minute in 0..<3 {
+            var t = DashboardTally()
+            for r in 0..<(DashboardHistory.maxRoutes + 5) {
+                for a in 0..<(DashboardHistory.maxApps + 5) {
+                    t.record(route: "route-\(r)-\(long)", mode: "enforce", outcome: "invalid",
+                             reason: "reason-\(a)-\(minute)-\(long)", appId: "app-\(a)-\(minute)-\(long)")
+                }
+            }
+            h.fold(t, now: clock.now)
+            clock.advance(minutes: 1)
+        }
+        #expect(h.routes.count == DashboardHistory.maxRoutes)
+        #expect(h.storageBytes <= DashboardHistory.boundBytes, "\(h.storageBytes) > \(DashboardHistory.boundBytes)")
+        #expect(h.routes.values.contains { $0.apps.count == DashboardHistory.maxApps && $0.reasons.count == DashboardHistory.maxReasons })
+        // For the record (not asserted: other tests share the process): resident memory growth while filling.
+        print("dashboard history: storage \(h.storageBytes) bytes when full, bound \(DashboardHistory.boundBytes) bytes, RSS grew \(Self.residentBytes() - rssBefore) bytes")
+    }
+
+    /// VmRSS of this process, from /proc/self/status.
+    static func residentBytes() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
+    @Test func historyFileRoundTripAndRefusals() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("dash-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("history.json").path
+        guard case .absent = DashboardHistoryFile.load(path: path) else { Issue.record("expected absent"); return }
+
+        let clock = ManualClock()
+        var h = DashboardHistory()
+        h.fold(Self.tally(["verified": 7, "invalid": 2], reason: "expired", appId: "1:1:ios:a"), now: clock.now)
+        h.fold(Self.tally(["unknown_origin": 1], route: "other-route", mode: "enforce", reason: "missing"), now: clock.now)
+        try DashboardHistoryFile.save(h, path: path)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["history.json"]) // no temp left
+        guard case .loaded(let back) = DashboardHistoryFile.load(path: path) else { Issue.record("not loaded"); return }
+        for route in ["api", "other-route"] {
+            for w in DashboardHistory.Window.all {
+                #expect(back.stats(route: route, window: w, now: clock.now) == h.stats(route: route, window: w, now: clock.now))
+            }
+        }
+        #expect(back.routes["other-route"]?.mode == "enforce")
+
+        for (content, fragment) in [("{not json", "not a dashboard history file"),
+                                    (#"{"format":"something else","version":1,"routes":{}}"#, "format 'something else'"),
+                                    (#"{"hello":"world"}"#, "missing key")] {
+            try content.write(toFile: path, atomically: true, encoding: .utf8)
+            guard case .refused(let why) = DashboardHistoryFile.load(path: path) else { Issue.record("accepted \(content)"); continue }
+            #expect(why.contains(fragment), "\(why)")
+        }
+        // A file whose rings have another shape (another build's limits) is refused, not indexed out of range.
+        var text = String(decoding: try JSONEncoder().encode(h), as: UTF8.self)
+        text = text.replacingOccurrences(of: #""count":60"#, with: #""count":61"#)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        guard case .refused = DashboardHistoryFile.load(path: path) else { Issue.record("accepted a wrong shape"); return }
+    }
+}
