@@ -2,6 +2,8 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import GatewayTools
+import JSONLog
 
 @main
 struct AppCheckGatewayCommand: ParsableCommand {

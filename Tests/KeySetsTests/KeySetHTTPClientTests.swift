@@ -1,7 +1,8 @@
 import Foundation
+import GatewayTools
 import Glibc
 import Testing
-@testable import Gateway
+@testable import KeySets
 
 /// `BlockingHTTPClient` over real sockets against `SampleUpstream` and `KeySetServer`, plus URL and
 /// `Cache-Control` parsing.

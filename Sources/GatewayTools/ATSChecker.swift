@@ -1,6 +1,7 @@
 import COpenSSL
 import EventLoop
 import Foundation
+import Gateway
 import Glibc
 
 /// What `ats-check` connects to.
