@@ -46,7 +46,17 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         GatewayServer.blockSignals()
-        let settings = try options.load()
+        var settings = try options.load()
+        let budget = DescriptorBudget.raisingSoftLimit(threads: settings.server.threads)
+        let configured = settings.server.limits.maxConnections
+        if configured > budget.maxConnections {
+            settings.server.limits.maxConnections = budget.maxConnections
+            LogSink(fd: 1, level: settings.server.logLevel).warning(
+                "max_connections lowered to fit the file descriptor limit", [
+                    ("configured", .int(configured)), ("effective", .int(budget.maxConnections)),
+                    ("rlimit_nofile", .int(budget.limit)), ("reserve", .int(budget.reserve)),
+                ])
+        }
         let server = GatewayServer(settings: settings)
         do { try server.start() } catch {
             printError("appcheck-gateway: cannot start: \(error)")
