@@ -30,14 +30,18 @@ let package = Package(
         .target(name: "HTTPWire", dependencies: ["CNghttp2"], swiftSettings: hotPath),
         .target(name: "AppCheck", dependencies: ["COpenSSL"], swiftSettings: hotPath),
         .target(name: "JSONLog", swiftSettings: hotPath),
-        .target(name: "KeySets", dependencies: ["EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims"]),
+        .target(name: "KeySets", dependencies: [
+            "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims", "COpenSSL",
+        ]),
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
         .target(name: "Gateway", dependencies: [
             "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "KeySets", "ReplayStores", "CSystemShims", "COpenSSL",
             "Yams",
         ], swiftSettings: hotPath),
-        .target(name: "GatewayTools", dependencies: ["Gateway", "EventLoop", "HTTPWire", "AppCheck", "COpenSSL"]),
+        .target(name: "GatewayTools", dependencies: [
+            "Gateway", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "COpenSSL",
+        ]),
         .executableTarget(name: "appcheck-gateway", dependencies: [
             "GatewayTools", "Gateway", "AppCheck", "KeySets", "JSONLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -45,7 +49,7 @@ let package = Package(
 
         // Tests; helpers shared by test targets live in TestSupport.
         .target(name: "TestSupport", dependencies: [
-            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims",
+            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog",
         ]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
