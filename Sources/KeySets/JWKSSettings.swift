@@ -1,5 +1,5 @@
-/// Where the App Check key set comes from and how long it may be used (`app_check.jwks`, SPEC §4.3), as
-/// validated by the configuration loader. Defaults are SPEC's.
+/// Where the App Check key set comes from and how long it may be used (`app_check.jwks`,
+/// docs/configuration.md), as validated by the configuration loader, with its defaults.
 public struct JWKSSettings: Sendable {
     /// `https://`, `http://` or `file://`. Default Firebase's public key set.
     public var url: String = "https://firebaseappcheck.googleapis.com/v1/jwks"

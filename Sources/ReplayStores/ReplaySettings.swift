@@ -1,7 +1,7 @@
-/// Which store remembers consumed limited-use tokens (`replay.store`, SPEC §5).
+/// Which store remembers consumed limited-use tokens (`replay.store`, docs/configuration.md).
 public enum ReplayStoreKind: String, Sendable { case memory, sqlite, redis }
 
-/// The `replay` section (SPEC §5), as validated by the configuration loader. Defaults are SPEC's.
+/// The `replay` section (docs/configuration.md), as validated by the configuration loader, with its defaults.
 public struct ReplaySettings: Sendable {
     /// Default `memory` (one process only).
     public var store: ReplayStoreKind = .memory

@@ -47,16 +47,8 @@ struct Serve: ParsableCommand {
     func run() throws {
         GatewayServer.blockSignals()
         var settings = try options.load()
-        let budget = DescriptorBudget.raisingSoftLimit(threads: settings.server.threads)
-        let configured = settings.server.limits.maxConnections
-        if configured > budget.maxConnections {
-            settings.server.limits.maxConnections = budget.maxConnections
-            LogSink(fd: 1, level: settings.server.logLevel).warning(
-                "max_connections lowered to fit the file descriptor limit", [
-                    ("configured", .int(configured)), ("effective", .int(budget.maxConnections)),
-                    ("rlimit_nofile", .int(budget.limit)), ("reserve", .int(budget.reserve)),
-                ])
-        }
+        DescriptorBudget.raisingSoftLimit(threads: settings.server.threads)
+            .clamp(&settings, log: LogSink(fd: 1, level: settings.server.logLevel))
         let server = GatewayServer(settings: settings)
         do { try server.start() } catch {
             printError("appcheck-gateway: cannot start: \(error)")

@@ -1,4 +1,5 @@
 import Glibc
+import JSONLog
 
 /// How many client connections the process's descriptor limit (`RLIMIT_NOFILE`) can hold.
 ///
@@ -39,5 +40,17 @@ public struct DescriptorBudget: Sendable, Equatable {
         // RLIM_INFINITY is all ones (Glibc imports it as a negative literal).
         let soft = rl.rlim_cur == rlim_t.max ? Int(Int32.max) : Int(clamping: rl.rlim_cur)
         return DescriptorBudget(limit: soft, threads: threads)
+    }
+
+    /// Lowers `settings.server.limits.maxConnections` to `maxConnections` when it is above, with one warning
+    /// on `log` saying so (configured, effective, limit and reserve).
+    public func clamp(_ settings: inout Settings, log: LogSink) {
+        let configured = settings.server.limits.maxConnections
+        guard configured > maxConnections else { return }
+        settings.server.limits.maxConnections = maxConnections
+        log.warning("max_connections lowered to fit the file descriptor limit", [
+            ("configured", .int(configured)), ("effective", .int(maxConnections)),
+            ("rlimit_nofile", .int(limit)), ("reserve", .int(reserve)),
+        ])
     }
 }
