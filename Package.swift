@@ -10,30 +10,57 @@ let package = Package(
     name: "appcheck-gateway",
     products: [
         .executable(name: "appcheck-gateway", targets: ["appcheck-gateway"]),
+        // The codecs and the verifier, for fuzz targets and other packages (see docs/architecture.md).
+        .library(name: "HTTPWire", targets: ["HTTPWire"]),
+        .library(name: "AppCheck", targets: ["AppCheck"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
+        // C shims and Debian system libraries.
         .target(name: "CSystemShims"),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Rooms, one per line, lowest first; imports point only upwards in this list (docs/architecture.md).
         .target(name: "EventLoop", dependencies: ["CSystemShims", "COpenSSL"], swiftSettings: hotPath),
         .target(name: "HTTPWire", dependencies: ["CNghttp2"], swiftSettings: hotPath),
         .target(name: "AppCheck", dependencies: ["COpenSSL"], swiftSettings: hotPath),
-        .target(name: "Gateway", dependencies: ["EventLoop", "HTTPWire", "AppCheck", "CSystemShims", "COpenSSL", "CSQLite", "Yams"],
+        .target(name: "JSONLog", swiftSettings: hotPath),
+        .target(name: "KeySets", dependencies: [
+            "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims", "COpenSSL",
+        ]),
+        .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
+        .target(name: "Gateway", dependencies: [
+            "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "KeySets", "ReplayStores", "CSystemShims", "COpenSSL",
+            "Yams",
+        ], swiftSettings: hotPath),
+        .target(name: "GatewayTools", dependencies: [
+            "Gateway", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "COpenSSL",
+        ]),
         .executableTarget(name: "appcheck-gateway", dependencies: [
-            "Gateway", "AppCheck",
+            "GatewayTools", "Gateway", "AppCheck", "KeySets", "JSONLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .target(name: "TestSupport", dependencies: ["Gateway", "EventLoop", "HTTPWire", "AppCheck", "CSystemShims"]),
+
+        // Tests; helpers shared by test targets live in TestSupport.
+        .target(name: "TestSupport", dependencies: [
+            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog",
+        ]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "AppCheck", "EventLoop", "HTTPWire"]),
+        .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),
+        .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
+        .testTarget(name: "GatewayTests", dependencies: [
+            "Gateway", "GatewayTools", "KeySets", "ReplayStores", "JSONLog", "TestSupport", "AppCheck", "EventLoop",
+            "HTTPWire",
+        ]),
+        .testTarget(name: "GatewayToolsTests", dependencies: ["GatewayTools", "Gateway", "TestSupport", "EventLoop"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -60,16 +60,26 @@ public enum Socket {
         return fd
     }
 
-    /// Accepts one connection; `nil` when none is pending (or on a transient error such as `EMFILE`).
+    /// Accepts one connection; `nil` when none is pending or on any error. A level-triggered listener that
+    /// can run out of descriptors must use `ListenerGate` (or `tryAccept`) instead, or it spins on `EMFILE`.
     @inline(__always)
     public static func accept(_ fd: Int32) -> (fd: Int32, peer: SocketAddress)? {
+        if case .connection(let c, let peer) = tryAccept(fd) { return (c, peer) }
+        return nil
+    }
+
+    /// Accepts one connection and says why when it could not.
+    public static func tryAccept(_ fd: Int32) -> AcceptResult {
         var storage = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let c = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { CSystemShims_accept4(fd, $0, &len) }
         }
-        guard c >= 0 else { return nil }
-        return (c, SocketAddress(storage: storage))
+        if c >= 0 { return .connection(fd: c, peer: SocketAddress(storage: storage)) }
+        let e = errno
+        // accept(2): these leave the connection queued, so the listener stays readable.
+        if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM { return .exhausted(errno: e) }
+        return .none
     }
 
     /// Starts a non-blocking connect. Returns the descriptor and whether the connection is already

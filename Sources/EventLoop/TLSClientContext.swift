@@ -3,40 +3,58 @@ import Glibc
 
 /// The client side of TLS, for `https://` upstreams and the key-set fetcher: TLS 1.2 minimum, the peer's
 /// chain verified against the system CA store (or `caFile`), and per connection SNI plus a host-name (or
-/// IP address) check. ALPN offers `http/1.1` by default.
+/// IP address) check. ALPN offers `http/1.1` by default. Every OpenSSL client context of the package is built
+/// here, from `TLSClientOptions`.
 ///
 /// Immutable after `init` and shareable between threads (like `TLSServerContext`).
 public final class TLSClientContext: @unchecked Sendable {
-    let ctx: OpaquePointer
+    /// The `SSL_CTX*`, for callers that inspect it (the ATS audit lists its cipher suites); never modify it.
+    package let ctx: OpaquePointer
     public let caFile: String?
     public let alpnProtocols: [String]
 
     /// - Parameters:
     ///   - caFile: PEM file of trusted CAs; `nil` = the system store (`SSL_CTX_set_default_verify_paths`).
     ///   - alpnProtocols: offered in this order; empty = no ALPN extension.
-    public init(caFile: String? = nil, alpnProtocols: [String] = ["http/1.1"],
-                minimumVersion: TLSMinimumVersion = .tls12) throws(TLSError) {
+    public convenience init(caFile: String? = nil, alpnProtocols: [String] = ["http/1.1"],
+                            minimumVersion: TLSMinimumVersion = .tls12) throws(TLSError) {
+        try self.init(options: TLSClientOptions(trust: caFile.map { .caFile($0) } ?? .systemStore,
+                                                alpnProtocols: alpnProtocols,
+                                                minimumVersion: minimumVersion.protocolVersion))
+    }
+
+    /// A context set up as `options` say. Throws when OpenSSL refuses a setting (an unreadable CA file, a
+    /// cipher list matching no suite, a malformed ALPN name).
+    package init(options: TLSClientOptions) throws(TLSError) {
         TLSErrorQueue.clear()
-        let wire = try alpnWireFormat(alpnProtocols)
+        let wire = try alpnWireFormat(options.alpnProtocols)
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw TLSError.openSSL("SSL_CTX_new") }
         self.ctx = ctx
-        self.caFile = caFile
-        self.alpnProtocols = alpnProtocols
-        guard COpenSSL_SSL_CTX_set_min_proto_version(ctx, minimumVersion.openSSLValue) == 1,
-              COpenSSL_SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) == 1 else {
+        if case .caFile(let path) = options.trust { caFile = path } else { caFile = nil }
+        alpnProtocols = options.alpnProtocols
+        // The security level first: it decides which versions and suites the later calls may enable.
+        if let level = options.securityLevel { SSL_CTX_set_security_level(ctx, level) }
+        guard COpenSSL_SSL_CTX_set_min_proto_version(ctx, options.minimumVersion.openSSLValue) == 1,
+              COpenSSL_SSL_CTX_set_max_proto_version(ctx, options.maximumVersion.openSSLValue) == 1 else {
             throw TLSError.openSSL("cannot set the TLS protocol versions")
         }
         _ = COpenSSL_SSL_CTX_set_options64(ctx, COpenSSL_SSL_OP_NO_COMPRESSION() | COpenSSL_SSL_OP_NO_RENEGOTIATION())
         _ = COpenSSL_SSL_CTX_set_mode(ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
-        if let caFile {
-            guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
-                throw TLSError.openSSL("cannot load the CA file \(caFile)")
+        if let list = options.cipherList, SSL_CTX_set_cipher_list(ctx, list) != 1 {
+            throw TLSError.openSSL("cipher list \(list) unsupported")
+        }
+        SSL_CTX_set_verify(ctx, options.verifyPeer ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nil)
+        switch options.trust {
+        case .caFile(let path):
+            guard SSL_CTX_load_verify_locations(ctx, path, nil) == 1 else {
+                throw TLSError.openSSL("cannot load the CA file \(path)")
             }
-        } else {
+        case .systemStore:
             guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
                 throw TLSError.openSSL("cannot load the system CA store")
             }
+        case .none:
+            break
         }
         if !wire.isEmpty {
             // Note: SSL_CTX_set_alpn_protos returns 0 on success.
@@ -55,6 +73,16 @@ public final class TLSClientContext: @unchecked Sendable {
     /// whole left-most label) or an IPv4/IPv6 literal (checked against IP subjectAltNames; no SNI, as
     /// RFC 6066 forbids literals there).
     public func makeStream(fd: Int32, serverName: String) throws(TLSError) -> TLSStream {
+        let ssl = try makeSSL(serverName: serverName)
+        guard SSL_set_fd(ssl, fd) == 1 else { SSL_free(ssl); throw TLSError.openSSL("SSL_set_fd") }
+        SSL_set_connect_state(ssl)
+        return TLSStream(ssl: ssl, fd: fd, isServer: false, owner: self)
+    }
+
+    /// A new client `SSL*` expecting `serverName` (see `makeStream`), not yet bound to a socket. For the
+    /// blocking clients (key-set fetcher, ATS audit); the caller frees it with `SSL_free` and keeps this
+    /// context alive as long as the `SSL*`.
+    package func makeSSL(serverName: String) throws(TLSError) -> OpaquePointer {
         TLSErrorQueue.clear()
         guard let ssl = SSL_new(ctx) else { throw TLSError.openSSL("SSL_new") }
         var literal = serverName
@@ -71,8 +99,6 @@ public final class TLSClientContext: @unchecked Sendable {
                 throw TLSError.openSSL("invalid server name \(serverName)")
             }
         }
-        guard SSL_set_fd(ssl, fd) == 1 else { SSL_free(ssl); throw TLSError.openSSL("SSL_set_fd") }
-        SSL_set_connect_state(ssl)
-        return TLSStream(ssl: ssl, fd: fd, isServer: false, owner: self)
+        return ssl
     }
 }

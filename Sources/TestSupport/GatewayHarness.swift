@@ -1,6 +1,8 @@
 import EventLoop
 import Foundation
 import Gateway
+import GatewayTools
+import JSONLog
 
 /// One call to get a real gateway (in-process, on 127.0.0.1 port 0) in front of a real sample upstream.
 ///

@@ -10,9 +10,16 @@ public final class GatewayProcess: @unchecked Sendable {
     public private(set) var port: UInt16 = 0
     public private(set) var adminPort: UInt16 = 0
 
-    public init(arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: Run.gatewayBinary)
-        process.arguments = arguments
+    /// - Parameter launcher: a command that execs the binary, e.g. `["/usr/bin/prlimit", "--nofile=64"]`
+    ///   (it must `exec`, so that `process.processIdentifier` is the gateway's). Default none.
+    public init(arguments: [String], environment: [String: String]? = nil, launcher: [String] = []) throws {
+        if let tool = launcher.first {
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = Array(launcher.dropFirst()) + [Run.gatewayBinary] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Run.gatewayBinary)
+            process.arguments = arguments
+        }
         if let environment { process.environment = environment }
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -26,8 +33,8 @@ public final class GatewayProcess: @unchecked Sendable {
     }
 
     /// Starts `serve --config path` and waits (at most `timeout`) for its listening line.
-    public static func serve(config: String, timeout: Double = 10) throws -> GatewayProcess {
-        let p = try GatewayProcess(arguments: ["serve", "--config", config])
+    public static func serve(config: String, launcher: [String] = [], timeout: Double = 10) throws -> GatewayProcess {
+        let p = try GatewayProcess(arguments: ["serve", "--config", config], launcher: launcher)
         let line = try p.waitForLine(containing: "\"message\":\"listening\"", timeout: timeout)
         guard let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let listen = (obj["listen"] as? [String])?.first, let port = UInt16(listen.split(separator: ":").last ?? "") else {
@@ -58,6 +65,21 @@ public final class GatewayProcess: @unchecked Sendable {
     }
 
     public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// User plus system CPU seconds the process has used so far (`/proc/PID/stat`), nil once it is gone.
+    public var cpuSeconds: Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // After "pid (comm)": field 3 is the state, so utime (14) and stime (15) are at offsets 11 and 12.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Open descriptors of the process (`/proc/PID/fd`), nil once it is gone.
+    public var openDescriptors: Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd"))?.count
+    }
 
     /// Waits for the process to end; its exit status, or nil on timeout (then it is killed).
     public func waitForExit(timeout: Double) -> Int32? {

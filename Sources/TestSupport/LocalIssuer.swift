@@ -1,6 +1,7 @@
 import AppCheck
 import Foundation
 import Gateway
+import GatewayTools
 
 /// A stand-in for Firebase in tests: a signing key and a key-set server on 127.0.0.1.
 public final class LocalIssuer: @unchecked Sendable {

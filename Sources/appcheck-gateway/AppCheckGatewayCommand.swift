@@ -2,6 +2,8 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import GatewayTools
+import JSONLog
 
 @main
 struct AppCheckGatewayCommand: ParsableCommand {
@@ -52,7 +54,9 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         GatewayServer.blockSignals()
-        let settings = try options.load()
+        var settings = try options.load()
+        DescriptorBudget.raisingSoftLimit(threads: settings.server.threads)
+            .clamp(&settings, log: LogSink(fd: 1, level: settings.server.logLevel))
         let server = GatewayServer(settings: settings)
         do { try server.start() } catch {
             printError("appcheck-gateway: cannot start: \(error)")

@@ -2,6 +2,7 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import GatewayTools
 
 struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(

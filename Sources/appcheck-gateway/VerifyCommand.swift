@@ -2,6 +2,7 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import KeySets
 
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(

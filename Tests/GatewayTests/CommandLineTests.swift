@@ -1,9 +1,10 @@
 import AppCheck
 import Foundation
 import Gateway
+import GatewayTools
 import Glibc
-import Testing
 import TestSupport
+import Testing
 
 /// The small commands as a newcomer meets them, against the built binary: `--version`, `keygen` defaults,
 /// `mint --ttl`, and `demo` started from a directory that is not the repository.

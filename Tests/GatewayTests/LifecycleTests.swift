@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import GatewayTools
 import Glibc
 import Testing
 import TestSupport

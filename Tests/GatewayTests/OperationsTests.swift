@@ -1,6 +1,7 @@
 import AppCheck
 import Foundation
 import Gateway
+import GatewayTools
 import Glibc
 import Testing
 import TestSupport

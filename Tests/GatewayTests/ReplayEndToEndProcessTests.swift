@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import GatewayTools
 import Glibc
 import Synchronization
 import Testing

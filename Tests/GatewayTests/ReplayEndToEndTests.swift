@@ -2,6 +2,7 @@ import AppCheck
 import Dispatch
 import Foundation
 import Glibc
+@testable import ReplayStores
 import Synchronization
 import Testing
 import TestSupport

@@ -1,6 +1,7 @@
 import AppCheck
 import COpenSSL
 import Foundation
+import ReplayStores
 import Yams
 
 /// The `issuer:` section (the self-hosted App Check provider). Every file it names is opened and checked at

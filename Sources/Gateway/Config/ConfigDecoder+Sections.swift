@@ -1,4 +1,7 @@
 import Foundation
+import JSONLog
+import KeySets
+import ReplayStores
 import Yams
 
 /// The sections of docs/configuration.md, each read with its defaults and limits (listed in `ConfigLoader` and README).

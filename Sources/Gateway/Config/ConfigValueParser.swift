@@ -12,10 +12,10 @@ struct ConfigValueFailure: Error, Sendable {
 }
 
 /// Pure parsers for the value syntaxes of docs/configuration.md. They know nothing of YAML or positions.
-enum ConfigValueParser {
+package enum ConfigValueParser {
     /// Seconds from `250ms`, `30s`, `5m`, `6h`, `7d`; a decimal number is allowed (`1.5s`), a unit is required,
     /// no sign, no spaces. Nil when malformed.
-    static func duration(_ text: String) -> Double? {
+    package static func duration(_ text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (unit, factor) in units where text.hasSuffix(unit) {
             let number = text.dropLast(unit.count)

@@ -1,4 +1,5 @@
 import Foundation
+import ReplayStores
 
 /// The `issuer:` section (the self-hosted App Check provider), validated. Present only when the section is
 /// written. Every file it names was readable and of the right kind when the configuration was loaded.

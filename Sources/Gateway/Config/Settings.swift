@@ -1,5 +1,8 @@
 import AppCheck
 import Foundation
+import JSONLog
+import KeySets
+import ReplayStores
 
 /// The validated, ready-to-use configuration. Produced only by `ConfigLoader` from what the user wrote
 /// (docs/configuration.md); every value here has passed its checks, so the server never re-validates.
@@ -76,12 +79,6 @@ public struct CIDR: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-public enum LogLevel: String, Sendable, Comparable, CaseIterable {
-    case debug, info, warning, error
-    var rank: Int { switch self { case .debug: 0; case .info: 1; case .warning: 2; case .error: 3 } }
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
-}
-
 public struct TLSSettings: Sendable {
     public var listen: [HostPort]
     public var certificatePath: String
@@ -118,16 +115,6 @@ public struct ServerSettings: Sendable {
     public init() {}
 }
 
-public struct JWKSSettings: Sendable {
-    public var url: String = "https://firebaseappcheck.googleapis.com/v1/jwks"
-    public var maxAge: Double = 6 * 3600
-    public var unknownKidRefreshInterval: Double = 60
-    public var maxStale: Double = 24 * 3600
-    /// Empty = none.
-    public var cacheFile: String = ""
-    public init() {}
-}
-
 public struct OutdatedClientSettings: Sendable {
     public var header: String
     /// Already compiled and checked by the loader.
@@ -145,18 +132,6 @@ public struct AppCheckSettings: Sendable {
     public var outdatedClient: OutdatedClientSettings? = nil
     /// Further key sets for tokens minted by other deployments' issuers (SPEC §4.3), each with its own `iss`.
     public var trustedIssuers: [TrustedIssuerSettings] = []
-    public init() {}
-}
-
-public enum ReplayStoreKind: String, Sendable { case memory, sqlite, redis }
-
-public struct ReplaySettings: Sendable {
-    public var store: ReplayStoreKind = .memory
-    public var sqlitePath: String = "/var/lib/appcheck-gateway/replay.sqlite"
-    public var redisURL: String = "redis://127.0.0.1:6379/0"
-    public var keyPrefix: String = "appcheck:replay:"
-    public var timeout: Double = 0.25
-    public var limitedUseMaxTTL: Double = 300
     public init() {}
 }
 

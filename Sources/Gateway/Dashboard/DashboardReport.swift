@@ -1,4 +1,6 @@
 import Foundation
+import KeySets
+import ReplayStores
 
 /// `/dashboard.json` (SPEC §7.1): per route its mode, and per window (hour, day, week) the counts and shares
 /// per Firebase category, the verdict with its numbers, a chart series, the top reasons and App IDs; plus the

@@ -1,4 +1,7 @@
 import Foundation
+import JSONLog
+import KeySets
+import ReplayStores
 import Synchronization
 
 /// Runs the enforcement dashboard for a server: owns the history, folds every loop's `DashboardTally` into it

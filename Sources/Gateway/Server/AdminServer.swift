@@ -18,16 +18,20 @@ final class AdminListener: EventHandler, @unchecked Sendable {
     let fd: Int32
     let loop: EventLoop
     let state: AdminState
+    /// Pauses accepting when descriptors run out (the main listeners log the episode).
+    private let gate: ListenerGate
 
     init(fd: Int32, loop: EventLoop, state: AdminState) {
         self.fd = fd
         self.loop = loop
         self.state = state
+        gate = ListenerGate(fd: fd, loop: loop)
+        gate.handler = self
     }
 
     func handleEvent(_ events: UInt32) {
         var n = 0
-        while n < 16, let (c, _) = Socket.accept(fd) {
+        while n < 16, let (c, _) = gate.accept() {
             n += 1
             let conn = AdminConnection(fd: c, listener: self)
             do { try loop.register(c, conn) } catch { Socket.close(c); continue }
@@ -35,10 +39,7 @@ final class AdminListener: EventHandler, @unchecked Sendable {
         }
     }
 
-    func close() {
-        loop.deregister(fd)
-        Socket.close(fd)
-    }
+    func close() { gate.close() }
 }
 
 final class AdminConnection: EventHandler {

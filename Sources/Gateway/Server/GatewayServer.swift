@@ -2,6 +2,9 @@ import CSystemShims
 import EventLoop
 import Foundation
 import Glibc
+import JSONLog
+import KeySets
+import ReplayStores
 import Synchronization
 
 /// The running gateway: one worker (event loop + thread) per `server.threads`, each with its own

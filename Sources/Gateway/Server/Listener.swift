@@ -1,33 +1,39 @@
 import EventLoop
 import Glibc
+import JSONLog
 
-/// A listening socket of one loop (level-triggered, so a burst of connections is taken in fair slices).
+/// A listening socket of one loop (level-triggered, so a burst of connections is taken in fair slices). Out
+/// of descriptors, it pauses accepting (`ListenerGate`) rather than spin, and logs once per episode.
 final class Listener: EventHandler {
     let fd: Int32
     /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
     unowned(unsafe) let worker: Worker
     /// A TLS listener: connections start with a handshake (the worker's current TLS context).
     let secure: Bool
-    private var closed = false
+    private let gate: ListenerGate
 
     init(fd: Int32, worker: Worker, secure: Bool) {
         self.fd = fd
         self.worker = worker
         self.secure = secure
+        let log = worker.logSink
+        let loopIndex = worker.loop.index
+        gate = ListenerGate(fd: fd, loop: worker.loop) { [unowned(unsafe) worker] error in
+            log.warning("accept paused: out of file descriptors; retrying every 100 ms", [
+                ("error", .string(String(cString: strerror(error)))), ("loop", .int(loopIndex)),
+                ("open_connections", .int(worker.connectionCount)),
+            ])
+        }
+        gate.handler = self
     }
 
     func handleEvent(_ events: UInt32) {
         var n = 0
-        while !closed && n < 64, let (c, peer) = Socket.accept(fd) {
+        while n < 64, let (c, peer) = gate.accept() {
             n += 1
             worker.accepted(fd: c, peer: peer, secure: secure)
         }
     }
 
-    func close() {
-        guard !closed else { return }
-        closed = true
-        worker.loop.deregister(fd)
-        Socket.close(fd)
-    }
+    func close() { gate.close() }
 }

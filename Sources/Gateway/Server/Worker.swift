@@ -320,6 +320,8 @@ final class SharedState: Sendable {
     let openConnections = Atomic<Int>(0)
 }
 
+import JSONLog
+import ReplayStores
 import Synchronization
 
 /// Fast request ids: 32 lower-case hex characters from a per-loop xoshiro256** seeded by the system

@@ -137,7 +137,7 @@ public enum CertificateAudit {
     }
 
     /// The digest name when it is weaker than SHA-256, else nil.
-    static func weakSignatureHash(_ cert: OpaquePointer) -> String? {
+    package static func weakSignatureHash(_ cert: OpaquePointer) -> String? {
         var mdnid: Int32 = 0
         var pknid: Int32 = 0
         var secbits: Int32 = 0
@@ -157,7 +157,7 @@ public enum CertificateAudit {
     }
 
     /// `leaf certificate (CN=…)` or `intermediate certificate 2 (CN=…)`.
-    static func describe(_ cert: OpaquePointer, index: Int) -> String {
+    package static func describe(_ cert: OpaquePointer, index: Int) -> String {
         let role = index == 0 ? "leaf certificate" : "certificate \(index + 1) in the chain"
         guard let name = X509_get_subject_name(cert), let line = X509_NAME_oneline(name, nil, 0) else { return role }
         defer { CRYPTO_free(line, #file, #line) }

@@ -14,9 +14,6 @@ struct FetchURL: Sendable, Equatable {
     /// Request target (`/path?query`) for HTTP; the file system path for `file`.
     var target: String
 
-    /// Whether `host` is an IPv4 or IPv6 literal (no SNI is sent for those, RFC 6066 §3).
-    var hostIsIPLiteral: Bool { host.contains(":") || host.split(separator: ".").count == 4 && host.allSatisfy { $0.isNumber || $0 == "." } }
-
     /// The `Host` header value (RFC 9110 §7.2): the port only when it is not the scheme's default.
     var hostHeader: String {
         let name = host.contains(":") ? "[\(host)]" : host

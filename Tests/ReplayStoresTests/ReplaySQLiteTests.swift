@@ -1,7 +1,8 @@
 import EventLoop
 import Foundation
+import JSONLog
 import Testing
-@testable import Gateway
+@testable import ReplayStores
 
 @Suite struct ReplaySQLiteTests {
     let dir: String

@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import Gateway
+import GatewayTools
 import Glibc
 import Testing
 @testable import TestSupport

@@ -2,6 +2,7 @@ import CSQLite
 import CSystemShims
 import EventLoop
 import Foundation
+import JSONLog
 import Synchronization
 
 /// `replay.store: sqlite` — durable on one host; several gateway processes on the host may share the file.

@@ -1,8 +1,10 @@
 import AppCheck
 import Foundation
+import GatewayTools
 import Glibc
+import JSONLog
 import Testing
-@testable import Gateway
+@testable import KeySets
 
 /// Keys, settings and bounded waits shared by the key-set tests. Keys are generated once per run.
 enum KeySetFixtures {

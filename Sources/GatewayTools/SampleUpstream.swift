@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import HTTPWire
+import JSONLog
 import Synchronization
 
 /// A small HTTP/1.1 origin server on its own event loop: the demo's upstream and the tests' real upstream.

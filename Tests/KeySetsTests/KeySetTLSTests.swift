@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import TestSupport
-@testable import Gateway
+@testable import KeySets
 
 /// A test CA, a server certificate for `IP:127.0.0.1` only, a second unrelated CA, and `openssl s_server -WWW`
 /// serving `jwks.json` from the same directory over TLS.

@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import Glibc
+import JSONLog
 import Synchronization
 
 /// The answer of a replay store to one `consume` (SPEC §5).

@@ -1,5 +1,6 @@
 import EventLoop
 import Glibc
+import JSONLog
 import Synchronization
 
 /// `replay.store: redis` — shared by any number of gateway instances (SPEC §5, §9).

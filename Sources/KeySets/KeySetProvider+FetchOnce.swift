@@ -13,5 +13,3 @@ extension KeySetProvider {
         }
     }
 }
-
-extension KeySetProvider: KeyRefetching {}

@@ -1,9 +1,10 @@
 import Dispatch
 import EventLoop
 import Foundation
+import JSONLog
 import Synchronization
 import Testing
-@testable import Gateway
+@testable import ReplayStores
 
 // MARK: - shared helpers for the replay store tests
 

@@ -1,8 +1,9 @@
 import EventLoop
 import Foundation
 import Glibc
+import JSONLog
 import Testing
-@testable import Gateway
+@testable import ReplayStores
 
 /// A real `redis-server` on a free loopback port, owned by one test.
 final class RedisTestServer {

@@ -44,7 +44,7 @@ struct BlockingHTTPClient: Sendable {
         let fd = try connect(addresses, deadline: deadline)
         let stream = BlockingStream(fd: fd, deadline: deadline)
         defer { stream.close() }
-        if parsed.scheme == "https" { try stream.startTLS(host: parsed.host, isIPLiteral: parsed.hostIsIPLiteral, caFile: caFile) }
+        if parsed.scheme == "https" { try stream.startTLS(host: parsed.host, caFile: caFile) }
         let request = "GET \(parsed.target) HTTP/1.1\r\nHost: \(parsed.hostHeader)\r\nUser-Agent: appcheck-gateway\r\n"
             + "Accept: application/json\r\nConnection: close\r\n\r\n"
         try stream.write(Array(request.utf8))
@@ -198,7 +198,8 @@ extension Int32 {
 private final class BlockingStream {
     let fd: Int32
     let deadline: Deadline
-    private var ctx: OpaquePointer?
+    /// Kept alive as long as `ssl`, which points into it.
+    private var context: TLSClientContext?
     private var ssl: OpaquePointer?
 
     init(fd: Int32, deadline: Deadline) {
@@ -208,9 +209,8 @@ private final class BlockingStream {
 
     func close() {
         if let ssl { SSL_free(ssl) }
-        if let ctx { SSL_CTX_free(ctx) }
         ssl = nil
-        ctx = nil
+        context = nil
         Socket.close(fd)
     }
 
@@ -225,34 +225,18 @@ private final class BlockingStream {
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    func startTLS(host: String, isIPLiteral: Bool, caFile: String?) throws {
-        ERR_clear_error()
-        guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw FetchError.tls("SSL_CTX_new: \(Self.openSSLErrors())") }
-        self.ctx = ctx
-        _ = COpenSSL_SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION)
-        if let caFile {
-            guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
-                throw FetchError.tls("cannot load CA file \(caFile): \(Self.openSSLErrors())")
-            }
-        } else {
-            guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                throw FetchError.tls("cannot load the system CA store: \(Self.openSSLErrors())")
-            }
+    func startTLS(host: String, caFile: String?) throws {
+        let ssl: OpaquePointer
+        do {
+            let context = try TLSClientContext(caFile: caFile)
+            self.context = context
+            // Names get SNI and a host-name check; IP literals an iPAddress check and no SNI (RFC 6066 §3).
+            ssl = try context.makeSSL(serverName: host)
+        } catch {
+            throw FetchError.tls(error.message)
         }
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
-        guard let ssl = SSL_new(ctx) else { throw FetchError.tls("SSL_new: \(Self.openSSLErrors())") }
         self.ssl = ssl
         guard SSL_set_fd(ssl, fd) == 1 else { throw FetchError.tls("SSL_set_fd: \(Self.openSSLErrors())") }
-        if isIPLiteral {
-            // RFC 6066 §3: no SNI for literals; the certificate must carry the address as an iPAddress SAN.
-            guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1 else {
-                throw FetchError.tls("cannot set the expected IP address \(host)")
-            }
-        } else {
-            guard COpenSSL_SSL_set_tlsext_host_name(ssl, host) == 1, SSL_set1_host(ssl, host) == 1 else {
-                throw FetchError.tls("cannot set the expected host name \(host): \(Self.openSSLErrors())")
-            }
-        }
         while true {
             try arm("tls handshake")
             let rc = SSL_connect(ssl)

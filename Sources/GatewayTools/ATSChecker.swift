@@ -1,6 +1,7 @@
 import COpenSSL
 import EventLoop
 import Foundation
+import Gateway
 import Glibc
 
 /// What `ats-check` connects to.
@@ -92,8 +93,8 @@ public enum ATSChecker {
         var lines: [ATSCheckLine] = []
 
         // (a) TLS 1.3 and TLS 1.2, separately; the details of the chain come from the first that works.
-        let p13 = prober.handshake(min: TLS1_3_VERSION, max: TLS1_3_VERSION, collect: true)
-        let p12 = prober.handshake(min: TLS1_2_VERSION, max: TLS1_2_VERSION, collect: true)
+        let p13 = prober.handshake(min: .tls13, max: .tls13, collect: true)
+        let p12 = prober.handshake(min: .tls12, max: .tls12, collect: true)
         let accepted = [("TLS 1.3", p13), ("TLS 1.2", p12)].filter { $0.1.ok }
         if accepted.isEmpty {
             lines.append(ATSCheckLine(requirement: requirementProtocol, passed: false,
@@ -105,7 +106,7 @@ public enum ATSChecker {
 
         // (b) Legacy versions must be refused; the probe really offers them (security level 0).
         var legacyAccepted: [String] = []
-        for (name, v) in [("TLS 1.0", TLS1_VERSION), ("TLS 1.1", TLS1_1_VERSION)] {
+        for (name, v) in [("TLS 1.0", TLSClientOptions.ProtocolVersion.tls10), ("TLS 1.1", .tls11)] {
             let p = prober.handshake(min: v, max: v, cipherList: "ALL:COMPLEMENTOFALL:@SECLEVEL=0")
             if p.ok { legacyAccepted.append("\(name) (\(p.cipher))") }
         }
@@ -122,7 +123,7 @@ public enum ATSChecker {
             var fs: [String] = []
             var nonFS: [String] = []
             for suite in tls12Suites() {
-                let p = prober.handshake(min: TLS1_2_VERSION, max: TLS1_2_VERSION, cipherList: suite.name + ":@SECLEVEL=0")
+                let p = prober.handshake(min: .tls12, max: .tls12, cipherList: suite.name + ":@SECLEVEL=0")
                 if p.ok { if suite.forwardSecret { fs.append(suite.name) } else { nonFS.append(suite.name) } }
             }
             if nonFS.isEmpty {
@@ -170,21 +171,22 @@ public enum ATSChecker {
     static func tls12Suites() -> [Suite] {
         ERR_clear_error()
         defer { ERR_clear_error() }
-        guard let ctx = SSL_CTX_new(TLS_client_method()) else { return [] }
-        defer { SSL_CTX_free(ctx) }
-        SSL_CTX_set_security_level(ctx, 0)
-        guard SSL_CTX_set_cipher_list(ctx, "ALL:COMPLEMENTOFALL:@SECLEVEL=0") == 1, let stack = SSL_CTX_get_ciphers(ctx) else {
-            return []
+        let options = TLSClientOptions(trust: .none, alpnProtocols: [], minimumVersion: .tls10, verifyPeer: false,
+                                       securityLevel: 0, cipherList: "ALL:COMPLEMENTOFALL:@SECLEVEL=0")
+        guard let context = try? TLSClientContext(options: options) else { return [] }
+        // The cipher stack belongs to the context: keep it alive until the last suite is read.
+        return withExtendedLifetime(context) {
+            guard let stack = SSL_CTX_get_ciphers(context.ctx) else { return [] }
+            let skip: Set<Int32> = [NID_kx_any, NID_kx_psk, NID_kx_ecdhe_psk, NID_kx_dhe_psk, NID_kx_rsa_psk, NID_kx_srp]
+            var out: [Suite] = []
+            for i in 0..<COpenSSL_sk_SSL_CIPHER_num(stack) {
+                guard let c = COpenSSL_sk_SSL_CIPHER_value(stack, i), let n = SSL_CIPHER_get_name(c) else { continue }
+                let kx = SSL_CIPHER_get_kx_nid(c)
+                if skip.contains(kx) || SSL_CIPHER_get_auth_nid(c) == NID_auth_srp { continue }
+                out.append(Suite(name: String(cString: n), forwardSecret: kx == NID_kx_ecdhe || kx == NID_kx_dhe))
+            }
+            return out
         }
-        let skip: Set<Int32> = [NID_kx_any, NID_kx_psk, NID_kx_ecdhe_psk, NID_kx_dhe_psk, NID_kx_rsa_psk, NID_kx_srp]
-        var out: [Suite] = []
-        for i in 0..<COpenSSL_sk_SSL_CIPHER_num(stack) {
-            guard let c = COpenSSL_sk_SSL_CIPHER_value(stack, i), let n = SSL_CIPHER_get_name(c) else { continue }
-            let kx = SSL_CIPHER_get_kx_nid(c)
-            if skip.contains(kx) || SSL_CIPHER_get_auth_nid(c) == NID_auth_srp { continue }
-            out.append(Suite(name: String(cString: n), forwardSecret: kx == NID_kx_ecdhe || kx == NID_kx_dhe))
-        }
-        return out
     }
 
     enum Connected { case success(Int32), failure(String) }
@@ -247,45 +249,32 @@ struct Prober {
     /// - Parameters:
     ///   - cipherList: TLS ≤ 1.2 cipher list (default OpenSSL's).
     ///   - collect: record the certificate, chain verification and ALPN.
-    func handshake(min: Int32, max: Int32, cipherList: String? = nil, collect: Bool = false) -> ProbeResult {
+    func handshake(min: TLSClientOptions.ProtocolVersion, max: TLSClientOptions.ProtocolVersion,
+                   cipherList: String? = nil, collect: Bool = false) -> ProbeResult {
         var result = ProbeResult()
         ERR_clear_error()
         defer { ERR_clear_error() }
-        guard let ctx = SSL_CTX_new(TLS_client_method()) else { result.error = "SSL_CTX_new failed"; return result }
-        defer { SSL_CTX_free(ctx) }
-        // Level 0 everywhere: the probe must see what the server does, and judges key and digest itself.
-        SSL_CTX_set_security_level(ctx, 0)
-        _ = COpenSSL_SSL_CTX_set_min_proto_version(ctx, min)
-        _ = COpenSSL_SSL_CTX_set_max_proto_version(ctx, max)
-        if let cipherList, SSL_CTX_set_cipher_list(ctx, cipherList) != 1 {
-            result.error = "cipher list \(cipherList) unsupported"
+        // Level 0 everywhere and no verification: the probe must see what the server does, and judges key,
+        // digest and the verify result itself. Trust anchors only when the chain is judged.
+        var tls = TLSClientOptions(trust: .none, alpnProtocols: ["h2", "http/1.1"], minimumVersion: min,
+                                   maximumVersion: max, verifyPeer: false, securityLevel: 0, cipherList: cipherList)
+        if collect { tls.trust = options.caFile.map { .caFile($0) } ?? .systemStore }
+        let context: TLSClientContext
+        do {
+            context = try TLSClientContext(options: tls)
+        } catch {
+            // An unreadable CA file fails the chain requirement, not the handshake: probe without anchors.
+            guard collect, let ca = options.caFile else { result.error = error.message; return result }
+            tls.trust = .none
+            do { context = try TLSClientContext(options: tls) } catch { result.error = error.message; return result }
+            result.verifyError = "cannot load CA file \(ca)"
+        }
+        let ssl: OpaquePointer
+        do { ssl = try context.makeSSL(serverName: options.serverName ?? options.host) } catch {
+            result.error = error.message
             return result
         }
-        let alpn: [UInt8] = [2] + Array("h2".utf8) + [8] + Array("http/1.1".utf8)
-        _ = SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count))
-        if collect {
-            if let ca = options.caFile {
-                if SSL_CTX_load_verify_locations(ctx, ca, nil) != 1 {
-                    result.verifyError = "cannot load CA file \(ca)"
-                }
-            } else {
-                _ = SSL_CTX_set_default_verify_paths(ctx)
-            }
-        }
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
-        guard let ssl = SSL_new(ctx) else { result.error = "SSL_new failed"; return result }
         defer { SSL_free(ssl) }
-        let name = options.serverName ?? options.host
-        let isLiteral = SocketAddress(ip: name, port: 0) != nil
-        if !isLiteral { _ = COpenSSL_SSL_set_tlsext_host_name(ssl, name) }
-        if collect {
-            if isLiteral {
-                _ = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name)
-            } else {
-                SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
-                _ = SSL_set1_host(ssl, name)
-            }
-        }
         let fd: Int32
         switch ATSChecker.connect(address, timeout: options.timeout) {
         case .success(let f): fd = f

@@ -2,6 +2,7 @@ import AppCheck
 import CSystemShims
 import Foundation
 import Glibc
+import JSONLog
 import Synchronization
 
 /// Fetches and refreshes the App Check key set (SPEC §4.3) on one background thread of its own, so no event

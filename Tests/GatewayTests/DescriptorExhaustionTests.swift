@@ -1,0 +1,100 @@
+import Foundation
+import Glibc
+import GatewayTools
+import Testing
+import TestSupport
+
+/// Issue 15 item 5: out of file descriptors, the gateway neither spins on `accept` nor stays stuck. The built
+/// binary runs with `RLIMIT_NOFILE` = 64 (`prlimit`); clients hold upstream requests until every descriptor
+/// is in use, then more clients connect.
+@Suite struct DescriptorExhaustionTests {
+    static let limit = 64
+
+    static func config(upstreamPort: UInt16) -> String {
+        """
+        server:
+          listen: ["127.0.0.1:0"]
+          admin_listen: "127.0.0.1:0"
+          threads: 1
+          limits:
+            max_connections: 1000
+            header_timeout: 5s
+            idle_timeout: 30s
+            shutdown_grace: 1s
+        app_check:
+          project_number: "123456789012"
+        upstreams:
+          api:
+            url: http://127.0.0.1:\(upstreamPort)
+            connect_timeout: 2s
+            response_timeout: 20s
+        routes:
+          - name: all
+            prefix: /
+            upstream: api
+            enforcement: off
+        """
+    }
+
+    /// Waits (at most `timeout` seconds, polling) until `condition` holds.
+    static func wait(_ timeout: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    @Test func exhaustedDescriptorsPauseAcceptingAndClientsAreServedOnceTheyFreeUp() throws {
+        let upstream = try SampleUpstream()
+        defer { upstream.stop() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gw-\(UUID().uuidString).yaml").path
+        try Self.config(upstreamPort: upstream.address.port).write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let gw = try GatewayProcess.serve(config: path, launcher: ["/usr/bin/prlimit", "--nofile=\(Self.limit)"])
+        defer { gw.signal(SIGKILL); _ = gw.waitForExit(timeout: 5) }
+
+        // At start: max_connections is clamped to what 64 descriptors hold, in one log line.
+        let clamp = try #require(gw.lines.first { $0.contains("max_connections lowered") })
+        #expect(clamp.contains("\"configured\":1000") && clamp.contains("\"rlimit_nofile\":\(Self.limit)"))
+        let effective = try #require(clamp.split(separator: ",").first { $0.hasPrefix("\"effective\":") }
+            .flatMap { Int($0.split(separator: ":")[1]) })
+        #expect(effective > 0 && effective < Self.limit)
+
+        // Admitted clients, each with a request the upstream holds for 6 s: the gateway opens an upstream
+        // connection for each until the descriptors run out (those that find none get a 502).
+        var holders: [RawHTTPClient] = []
+        for _ in 0..<effective {
+            let c = try RawHTTPClient(port: gw.port, timeout: 15)
+            try c.send("GET /delay/6000 HTTP/1.1\r\nHost: a\r\n\r\n")
+            holders.append(c)
+        }
+        #expect(Self.wait(10) { (gw.openDescriptors ?? 0) >= Self.limit }, "descriptors in use: \(gw.openDescriptors ?? -1)")
+
+        // More clients: the kernel queues them; accept fails with EMFILE and the gateway pauses accepting.
+        var waiting: [RawHTTPClient] = []
+        for _ in 0..<10 { waiting.append(try RawHTTPClient(port: gw.port, timeout: 15)) }
+        try gw.waitForLine(containing: "accept paused", timeout: 5)
+
+        // Spinning on accept would burn about a CPU second per second; paused, the gateway idles.
+        let window = 1.5
+        let before = try #require(gw.cpuSeconds)
+        usleep(UInt32(window * 1_000_000))
+        let after = try #require(gw.cpuSeconds)
+        #expect(after - before < window / 4, "\(after - before) CPU seconds in a \(window) s window")
+        #expect(gw.lines.filter { $0.contains("accept paused") }.count == 1)
+
+        // The upstream answers the holders, who then leave: the descriptors free up, the gateway accepts the
+        // queued clients and serves them. (Descriptors freed in the same event batch as a new request's
+        // upstream connect may still be in use: a later queued client must be served, the first may see 502.)
+        for c in holders { _ = try? c.readResponse() }
+        holders.removeAll()  // closes them
+        var statuses: [Int] = []
+        for c in waiting where !statuses.contains(200) {
+            try c.send("GET /status/200 HTTP/1.1\r\nHost: a\r\n\r\n")
+            statuses.append((try? c.readResponse().status) ?? 0)
+        }
+        #expect(statuses.contains(200), "\(statuses)")
+    }
+}
