@@ -1,5 +1,7 @@
+import Dispatch
 import EventLoop
 import Foundation
+import Synchronization
 import Glibc
 import Testing
 import TestSupport
@@ -28,6 +30,28 @@ enum ReplayRedis {
         var n = ReplayTest.randomKey()
         n[0] = k[0]
         return n
+    }
+
+    /// One consume per key, submitted in one loop turn; answers in key order (a cluster answers out of order).
+    static func consumeInOrder(_ client: ReplayClient, on loop: EventLoop, keys: [[UInt8]], issuedAt: Double? = nil,
+                               seconds: Double = 10) -> [ReplayResult?] {
+        let answers = Mutex<[ReplayResult?]>(Array(repeating: nil, count: keys.count))
+        let signal = DispatchSemaphore(value: 0)
+        let bound = LoopBound(value: client)
+        let ks = keys
+        let iat = issuedAt ?? Date().timeIntervalSince1970
+        let expires = ReplayTest.later()
+        loop.execute {
+            for (i, k) in ks.enumerated() {
+                bound.value.consume(key: k, expiresAt: expires, issuedAt: iat) { r in
+                    answers.withLock { $0[i] = r }
+                    signal.signal()
+                }
+            }
+        }
+        let deadline = DispatchTime.now() + seconds
+        for _ in keys { if signal.wait(timeout: deadline) == .timedOut { break } }
+        return answers.withLock { $0 }
     }
 
     /// Waits until the client answers again after an outage (a fresh key consumed), at most `seconds`.

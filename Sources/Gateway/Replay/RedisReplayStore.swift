@@ -50,7 +50,6 @@ public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
 
     init(url: String, keyPrefix: String, timeout: Double, logSink: LogSink, heartbeatInterval: Double) throws {
         endpoint = try RedisEndpoint.parse(url)
-        if endpoint.cluster { throw ReplayStoreError("replay.redis_url: cluster mode is not available yet") }
         // In a cluster the first {…} of a key name picks its slot: a brace in the prefix would split a replay
         // key from its group's marker.
         if endpoint.cluster && (keyPrefix.contains("{") || keyPrefix.contains("}")) {
@@ -89,7 +88,11 @@ public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
 
     public func makeClient(for loop: EventLoop) -> ReplayClient {
         let executor: RedisCommandExecutor & RedisLifecycle
-        executor = RedisSingleClient(loop: loop, node: endpoint.nodes[0], addresses: nodeAddresses[0], settings: connectionSettings)
+        if endpoint.cluster {
+            executor = RedisClusterClient(loop: loop, seeds: Array(zip(endpoint.nodes, nodeAddresses)), settings: connectionSettings)
+        } else {
+            executor = RedisSingleClient(loop: loop, node: endpoint.nodes[0], addresses: nodeAddresses[0], settings: connectionSettings)
+        }
         let client = RedisReplayClient(store: self, loop: loop, executor: executor)
         let bound = LoopBound(value: client)
         registry.withLock { $0.append(ClientStatus(client: bound, up: false, lastError: nil)) }
@@ -189,6 +192,10 @@ final class RedisReplayClient: ReplayClient, RedisExecutorObserver {
     let executor: RedisCommandExecutor & RedisLifecycle
     private var closed = false
     private var markerTimer: LoopTimer?
+    /// A raise of every marker (after a restart) has not yet reached every group: not ready until it has.
+    private var raisePending = false { didSet { if raisePending != oldValue { publishStatus() } } }
+    private var executorUp = false
+    private var executorProblem: String? = "no connection yet"
 
     init(store: RedisReplayStore, loop: EventLoop, executor: RedisCommandExecutor & RedisLifecycle) {
         self.store = store
@@ -254,17 +261,22 @@ final class RedisReplayClient: ReplayClient, RedisExecutorObserver {
     }
 
     /// Sets the markers of all 256 groups (one `EVAL` with every marker in single mode; one per group in a
-    /// cluster, where a script's keys must share a slot).
+    /// cluster, where a script's keys must share a slot). A raise that did not reach every group (a node or
+    /// the cluster down at that moment) is tried again at each marker check until it has.
     private func markGroups(raise: Bool, onLoss: Bool = false) {
         let now = Array(String(Self.nowMillis()).utf8)
         let mode: [UInt8] = raise ? [UInt8(ascii: "1")] : [UInt8(ascii: "0")]
         let batches: [[[UInt8]]] = store.endpoint.cluster
             ? (0...255).map { [store.markerName(UInt8($0))] }
             : [(0...255).map { store.markerName(UInt8($0)) }]
+        if raise { raisePending = true }
+        var left = batches.count
+        var failed = false
         for markers in batches {
             let args = [Array("EVAL".utf8), RedisReplayStore.markScript, Array(String(markers.count).utf8)] + markers + [now, mode]
             executor.execute(args, routingKey: markers[0]) { [weak self] reply in
                 guard let self else { return }
+                left -= 1
                 switch reply {
                 case .value(.integer(let n)):
                     if onLoss && n > 0 {
@@ -272,8 +284,10 @@ final class RedisReplayClient: ReplayClient, RedisExecutorObserver {
                                                    [("store", "redis"), ("groups", .int(Int(n))), ("loop", .int(self.loop.index))])
                     }
                 default:
+                    failed = true
                     self.store.logSink.debug("replay store markers not set", [("store", "redis"), ("reply", .string("\(reply)"))])
                 }
+                if left == 0 && raise && !failed { self.raisePending = false }
             }
         }
     }
@@ -285,7 +299,7 @@ final class RedisReplayClient: ReplayClient, RedisExecutorObserver {
         guard markerTimer == nil else { return }
         let t = LoopTimer { [weak self] in
             guard let self, !self.closed else { return }
-            self.markGroups(raise: false, onLoss: true)
+            self.markGroups(raise: self.raisePending, onLoss: true)
             if let t = self.markerTimer { self.loop.schedule(t, at: self.loop.now + .nanoseconds(self.store.connectionSettings.heartbeatInterval)) }
         }
         markerTimer = t
@@ -293,8 +307,18 @@ final class RedisReplayClient: ReplayClient, RedisExecutorObserver {
     }
 
     func redisStatusChanged(up: Bool, problem: String?) {
+        executorUp = up
+        executorProblem = problem
+        publishStatus()
+    }
+
+    private func publishStatus() {
         guard !closed else { return }
-        store.setStatus(self, up: up, error: problem)
+        if executorUp && raisePending {
+            store.setStatus(self, up: false, error: "server restarted: raising the state markers")
+        } else {
+            store.setStatus(self, up: executorUp, error: executorProblem)
+        }
     }
 
     private func complete(_ c: (ReplayResult) -> Void, _ result: ReplayResult) {
