@@ -113,7 +113,9 @@ import TestSupport
         }
         #expect(doubles == 0, "keys accepted twice: \(doubles)")
         #expect(consumed > 0)
-        print("cluster migration: \(seen.count) keys, \(consumed) consumed, \(unavailable) unavailable answers")
+        var reasons: [String: Int] = [:]
+        for list in seen.values { for r in list { if case .unavailable(let why) = r { reasons[String(why.prefix(40)), default: 0] += 1 } } }
+        print("cluster migration: \(seen.count) keys, \(consumed) consumed, \(unavailable) unavailable answers \(reasons)")
         #expect(ReplayTest.consume(c, on: t.loop, keys: before, expiresAt: ReplayTest.later(), issuedAt: minted)
                 == Array(repeating: .reused, count: 40))
         let after = (0..<20).map { _ in Self.keyIn(group: group) }
