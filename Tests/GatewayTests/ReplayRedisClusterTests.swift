@@ -166,3 +166,30 @@ import TestSupport
         #expect(ReplayTest.isUnavailable(ReplayTest.consumeOne(c, on: t.loop, key: ReplayTest.randomKey())))
     }
 }
+
+/// The gateway configured with `redis+cluster://`: limited-use tokens single-use through a real cluster, and 50
+/// simultaneous uses of one token get one 200.
+@Suite(.serialized) struct ReplayClusterEndToEndTests {
+    @Test func gatewayOnACluster() throws {
+        let cluster = try RedisClusterProcess(count: 3)
+        let issuer = try LocalIssuer()
+        let backend = try ReplayBackend(.memory)
+        defer { backend.stop(); issuer.stop(); cluster.stop() }
+        let h = try GatewayHarness {
+            ReplayE2E.config(upstream: $0, issuer: issuer, backend: backend, threads: 2)
+                .replacingOccurrences(of: "  store: memory", with: "  store: redis\n  redis_url: \(cluster.url)")
+        }
+        defer { h.stop() }
+        try h.waitUntilReady(timeout: 20)
+        ReplayE2E.waitForNextSecond()
+        for _ in 0..<20 {
+            let t = try ReplayE2E.limited(issuer)
+            #expect(try ReplayE2E.send(port: h.port, token: t).status == 200)
+            #expect(try ReplayE2E.send(port: h.port, token: t).isReused)
+        }
+        let answers = try ReplayE2E.race(ports: [h.port], token: try ReplayE2E.limited(issuer))
+        #expect(answers.filter { $0.status == 200 }.count == 1, "\(answers)")
+        #expect(answers.filter(\.isReused).count == 49, "\(answers)")
+        #expect(h.upstream.requestCount == 21)
+    }
+}
