@@ -12,11 +12,13 @@ import EventLoop
 /// - Routing: the key's hash slot (`RedisClusterSlot`, `{hash tag}` aware) picks the master. `MOVED slot
 ///   host:port` updates that slot, asks for a refresh and retries at the named node; `ASK slot host:port`
 ///   sends `ASKING` then the command to the named node, once, without changing the map. At most
-///   `maxRedirects` redirections per command, then it fails. Errors such as `CLUSTERDOWN` and `TRYAGAIN`, and
-///   commands with no answer, fail at once (never retried: a command that may have run is not sent twice).
+///   `maxRedirects` redirections per command, then it fails. `TRYAGAIN` (a multi-key command while its slot
+///   migrates; it did not run) is retried after 10 ms and 20 ms, then fails. `CLUSTERDOWN` and commands with
+///   no answer fail at once (never retried: a command that may have run is not sent twice).
 /// - Up (readiness) when the map covers all 16,384 slots and every master connection is ready.
 final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, RedisLifecycle {
     static let maxRedirects = 2
+    static let maxTryAgains = 2
     static let refreshInterval = 5.0
 
     let loop: EventLoop
@@ -95,14 +97,20 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
             refresh()
             return completion(.failure(mapLoaded ? "cluster: no node serves slot \(slot)" : "cluster: slot map not loaded"))
         }
-        send(args, on: c, asking: false, redirects: 0, completion: completion)
+        send(args, on: c, slot: slot, asking: false, redirects: 0, tryAgains: 0, completion: completion)
     }
 
-    private func send(_ args: [[UInt8]], on c: RedisConnection, asking: Bool, redirects: Int,
+    private func send(_ args: [[UInt8]], on c: RedisConnection, slot: Int, asking: Bool, redirects: Int, tryAgains: Int,
                       completion: @escaping (RedisReply) -> Void) {
         if asking { c.execute([Array("ASKING".utf8)]) { _ in } }
         c.execute(args) { [weak self] reply in
             guard let self else { return completion(reply) }
+            if case .value(.error(let text)) = reply, text.hasPrefix("TRYAGAIN"), tryAgains < Self.maxTryAgains {
+                // The slot is being migrated and our keys are split for a moment; the command did not run, so it
+                // is safe to send again shortly (10 ms, then 20 ms), to the slot's owner then.
+                self.retryLater(args, slot: slot, redirects: redirects, tryAgains: tryAgains + 1, completion: completion)
+                return
+            }
             guard case .value(.error(let text)) = reply, let redirect = Redirect(text) else {
                 if case .failure = reply { self.refresh() }
                 return completion(reply)
@@ -117,8 +125,22 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
             guard let target = self.connection(to: redirect.node) else {
                 return completion(.failure("cluster: cannot reach \(redirect.node)"))
             }
-            self.send(args, on: target, asking: redirect.ask, redirects: redirects + 1, completion: completion)
+            self.send(args, on: target, slot: slot, asking: redirect.ask, redirects: redirects + 1, tryAgains: tryAgains,
+                      completion: completion)
         }
+    }
+
+    private func retryLater(_ args: [[UInt8]], slot: Int, redirects: Int, tryAgains: Int,
+                            completion: @escaping (RedisReply) -> Void) {
+        let timer = LoopTimer { [weak self] in
+            guard let self, !self.closed else { return completion(.failure("closed")) }
+            let owner = Int(self.slotOwner[slot])
+            guard owner >= 0, owner < self.masters.count, let c = self.connection(to: self.masters[owner]) else {
+                return completion(.failure("cluster: no node serves slot \(slot)"))
+            }
+            self.send(args, on: c, slot: slot, asking: false, redirects: redirects, tryAgains: tryAgains, completion: completion)
+        }
+        loop.schedule(timer, at: loop.now + .nanoseconds(0.005 * Double(1 << tryAgains)))
     }
 
     /// `MOVED 3999 127.0.0.1:6381` / `ASK 3999 127.0.0.1:6381`.
