@@ -6,8 +6,11 @@ import Glibc
 /// is bounded; a missing `redis-server` is an error.
 public final class RedisClusterProcess: @unchecked Sendable {
     public let nodes: [RedisServerProcess]
+    public let tls: RedisServerProcess.TLSFiles?
 
-    public init(count: Int = 3, timeout: Double = 30) throws {
+    /// - Parameter tls: every node speaks TLS only, clients and cluster bus alike (`--tls-cluster yes`).
+    public init(count: Int = 3, tls: RedisServerProcess.TLSFiles? = nil, timeout: Double = 30) throws {
+        self.tls = tls
         var list: [RedisServerProcess] = []
         var used = Set<UInt16>()
         for _ in 0..<count {
@@ -16,12 +19,13 @@ public final class RedisClusterProcess: @unchecked Sendable {
             list.append(try RedisServerProcess(port: port, extraArguments: [
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
                 "--cluster-require-full-coverage", "yes",
-            ]))
+            ] + (tls == nil ? [] : ["--tls-cluster", "yes"]), tls: tls))
         }
         nodes = list
         let addresses = list.map { "127.0.0.1:\($0.port)" }
+        let tlsArgs = tls.map { ["--tls", "--cacert", $0.ca] } ?? []
         let r = try BoundedCommand.run(RedisServerProcess.cliPath,
-                                       ["--cluster", "create"] + addresses + ["--cluster-replicas", "0", "--cluster-yes"],
+                                       tlsArgs + ["--cluster", "create"] + addresses + ["--cluster-replicas", "0", "--cluster-yes"],
                                        timeout: timeout)
         guard r.status == 0 else { throw HarnessError("redis-cli --cluster create: \(r.stdout.suffix(500)) \(r.stderr)") }
         guard waitUntilConsistent(timeout: timeout) else { throw HarnessError("cluster did not become consistent") }
@@ -29,8 +33,12 @@ public final class RedisClusterProcess: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// `redis+cluster://` naming the first two nodes as seeds.
-    public var url: String { "redis+cluster://" + nodes.prefix(2).map { "127.0.0.1:\($0.port)" }.joined(separator: ",") }
+    /// `redis+cluster://` (`rediss+cluster://…?ca_file=` with TLS) naming the first two nodes as seeds.
+    public var url: String {
+        let hosts = nodes.prefix(2).map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
+        if let tls { return "rediss+cluster://\(hosts)?ca_file=\(tls.ca)" }
+        return "redis+cluster://" + hosts
+    }
 
     public func stop() { for n in nodes { n.stop() } }
 

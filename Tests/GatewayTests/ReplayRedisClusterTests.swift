@@ -94,6 +94,7 @@ import TestSupport
                 results.withLock { map in
                     for (k, r) in zip(tries, got) { map[k, default: []].append(r ?? .unavailable("no answer")) }
                 }
+                usleep(2_000) // leave CPU to the migration and to other suites on a shared machine
             }
         }
         try cluster.migrate(slot: slot, to: target) { usleep(20_000) }
@@ -191,5 +192,36 @@ import TestSupport
         #expect(answers.filter { $0.status == 200 }.count == 1, "\(answers)")
         #expect(answers.filter(\.isReused).count == 49, "\(answers)")
         #expect(h.upstream.requestCount == 21)
+    }
+}
+
+/// `rediss+cluster://`: a cluster speaking TLS only (clients and bus), the test CA in `ca_file`; each node's
+/// certificate is checked against the address CLUSTER SLOTS announces. With another CA: never ready.
+@Suite(.serialized) struct ReplayTLSClusterTests {
+    @Test func tlsCluster() throws {
+        let pki = try TestPKI(extendedKeyUsage: "serverAuth,clientAuth") // nodes are TLS clients on the bus too
+        let cluster = try RedisClusterProcess(count: 3, tls: .init(cert: pki.cert, key: pki.key, ca: pki.caCert))
+        let t = try ReplayTestLoop()
+        defer { t.stop(); cluster.stop() }
+        #expect(cluster.url.hasPrefix("rediss+cluster://"))
+        let s = try RedisReplayStore(url: cluster.url, keyPrefix: "appcheck:replay:", timeout: 0.5,
+                                     logSink: LogSink(fd: 2, level: .error), heartbeatInterval: 0.5)
+        defer { s.close() }
+        let c = s.makeClient(for: t.loop)
+        #expect(ReplayTest.eventually(15) { s.readinessProblem() == nil }, "\(s.readinessProblem() ?? "")")
+        let keys = (0..<100).map { _ in ReplayTest.randomKey() }
+        #expect(ReplayRedis.consumeInOrder(c, on: t.loop, keys: keys + keys)
+                == Array(repeating: .consumed, count: 100) + Array(repeating: .reused, count: 100))
+        for n in cluster.nodes { #expect((Int(try n.cli(["DBSIZE"])) ?? 0) > 10, "node \(n.port) holds keys") }
+
+        let other = try TestPKI()
+        let bad = try RedisReplayStore(url: cluster.url.replacingOccurrences(of: pki.caCert, with: other.caCert),
+                                       keyPrefix: "appcheck:replay:", timeout: 0.5, logSink: LogSink(fd: 2, level: .error),
+                                       heartbeatInterval: 0.5)
+        defer { bad.close() }
+        let bc = bad.makeClient(for: t.loop)
+        #expect(ReplayTest.eventually { bad.readinessProblem()?.contains("certificate verify failed") == true },
+                "\(bad.readinessProblem() ?? "ready")")
+        #expect(ReplayTest.isUnavailable(ReplayTest.consumeOne(bc, on: t.loop, key: ReplayTest.randomKey())))
     }
 }

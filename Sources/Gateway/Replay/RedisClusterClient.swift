@@ -36,7 +36,7 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
     private var mapLoaded = false
     private var closed = false
     private var refreshTimer: LoopTimer?
-    private var lastProblem: String? = "cluster slot map not loaded yet"
+    private var lastProblem: String?
 
     init(loop: EventLoop, seeds: [(RedisEndpoint.Node, [SocketAddress])], settings: RedisConnectionSettings) {
         self.loop = loop
@@ -243,7 +243,9 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
         guard !closed else { return }
         var problem: String?
         if !mapLoaded {
-            problem = lastProblem ?? "cluster slot map not loaded yet"
+            // Say why: a seed's connection error (refused, TLS verification, AUTH) or the last CLUSTER SLOTS problem.
+            let seedError = seeds.lazy.compactMap { self.connections[$0.0]?.lastError }.first
+            problem = "cluster slot map not loaded: " + (seedError ?? lastProblem ?? "no seed answered yet")
         } else if let hole = slotOwner.firstIndex(of: -1) {
             problem = "cluster: slot \(hole) has no master"
         } else if let down = masters.first(where: { connections[$0]?.isReady != true }) {
