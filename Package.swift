@@ -49,7 +49,7 @@ let package = Package(
 
         // Tests; helpers shared by test targets live in TestSupport.
         .target(name: "TestSupport", dependencies: [
-            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog",
+            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "ReplayStores",
         ]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),

@@ -1,7 +1,10 @@
 import EventLoop
 import Synchronization
 
-/// `replay.store: memory` — single process, lost on restart (SPEC §5: the window is one token lifetime).
+/// `replay.store: memory` — single process, lost on restart. Single use still holds across a restart
+/// (SPEC §5): the store's state begins when it is created (`stateSince`, at process start), and every token
+/// whose `iat - clock_skew` is earlier is refused as `reused`: a client that held a token across a restart
+/// fetches a fresh one.
 ///
 /// 64 shards chosen by the key's first byte (keys are SHA-256 output, so evenly spread), each a dictionary
 /// plus a min-heap of expiries behind its own `Mutex`; never one global lock.
@@ -90,11 +93,15 @@ public final class MemoryReplayStore: ReplayStore {
     let pruneOnInsert = 16
     public let counters = ReplayCounters()
     private let closed = Atomic<Bool>(false)
+    /// Unix seconds when this store was created: it knows nothing of what an earlier process consumed.
+    public let stateSince: Double
 
     /// - Parameters:
     ///   - maxEntries: bound on live entries (rounded up to a multiple of 64).
     ///   - sweepInterval: seconds between full sweeps of expired entries.
-    public init(maxEntries: Int = 1_000_000, sweepInterval: Double = 1) {
+    ///   - stateSince: when the store's knowledge begins (default: now).
+    public init(maxEntries: Int = 1_000_000, sweepInterval: Double = 1, stateSince: Double? = nil) {
+        self.stateSince = stateSince ?? replayWallClock()
         perShardLimit = max(1, (maxEntries + Self.shardCount - 1) / Self.shardCount)
         self.maxEntries = perShardLimit * Self.shardCount
         self.sweepInterval = sweepInterval
@@ -112,11 +119,16 @@ public final class MemoryReplayStore: ReplayStore {
     /// Entries currently held (including expired ones not yet pruned), for tests and metrics.
     public var count: Int { shards.reduce(0) { $0 + $1.mutex.withLock { $0.entries.count } } }
 
-    /// The atomic insert-if-absent-or-expired.
-    public func consume(key: [UInt8], expiresAt: Double, now: Double? = nil) -> ReplayResult {
+    /// The atomic insert-if-absent-or-expired; `.reused` for a token minted before `stateSince` (`issuedAt` is
+    /// `iat - clock_skew`; nil skips that check, for tests of the set alone).
+    public func consume(key: [UInt8], expiresAt: Double, issuedAt: Double?, now: Double? = nil) -> ReplayResult {
         let now = now ?? replayWallClock()
         guard !closed.load(ordering: .relaxed) else { return .unavailable("closed") }
         guard key.count == 32 else { return .unavailable("bad key length \(key.count)") }
+        if let issuedAt, !(issuedAt >= stateSince) {
+            counters.record(.reused)
+            return .reused
+        }
         let k = Key(key)
         let limit = perShardLimit
         let prune = pruneOnInsert
@@ -159,14 +171,14 @@ final class MemoryReplayClient: ReplayClient {
         self.loop = loop
     }
 
-    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void) {
+    func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void) {
         if sweepTimer == nil {
             // Armed lazily on first use, which is on the loop thread.
             let t = LoopTimer { [weak self] in self?.sweep() }
             sweepTimer = t
             loop.schedule(t, at: loop.now + .nanoseconds(store.sweepInterval))
         }
-        completion(store.consume(key: key, expiresAt: expiresAt))
+        completion(store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
     }
 
     private func sweep() {

@@ -1,17 +1,27 @@
 import EventLoop
 
-/// The small part of RESP (Redis serialization protocol, RESP2 plus the RESP3 null `_`) the replay store
+/// The small part of RESP (Redis serialization protocol, RESP2 plus the RESP3 null `_`) the Redis client
 /// needs: commands out as arrays of bulk strings; replies in as simple strings, errors, integers, bulk
-/// strings and nulls. Strict and bounded: anything else, or anything over the limits, is a protocol error
-/// and the connection is dropped.
-enum RESP {
+/// strings, nulls and (nested, for `CLUSTER SLOTS` and scripts) arrays. Strict and bounded: anything else,
+/// or anything over the limits, is a protocol error and the connection is dropped.
+public enum RESP {
     /// One reply.
-    enum Value: Equatable, Sendable {
+    public enum Value: Equatable, Sendable {
         case simple(String)
         case error(String)
         case integer(Int64)
         case bulk([UInt8])
         case null
+        case array([Value])
+
+        /// The text of a simple or bulk string.
+        public var text: String? {
+            switch self {
+            case .simple(let s): return s
+            case .bulk(let b): return String(decoding: b, as: UTF8.self)
+            default: return nil
+            }
+        }
     }
 
     struct ProtocolError: Error, Equatable, CustomStringConvertible {
@@ -26,8 +36,11 @@ enum RESP {
 
     /// Longest simple-string / error / integer line accepted (without CRLF).
     static let maxLineLength = 4096
-    /// Largest bulk string accepted (our commands never get long replies).
+    /// Largest bulk string accepted (our commands never get long replies; `INFO server` is ~2 KB).
     static let maxBulkLength = 64 * 1024
+    /// Most elements in one array, and deepest nesting (`CLUSTER SLOTS` nests three levels).
+    static let maxArrayCount = 16 * 1024
+    static let maxDepth = 4
 
     /// Appends `*N\r\n` then each argument as `$len\r\n…\r\n`.
     static func encodeCommand(_ args: [[UInt8]], into out: IOBuffer) {
@@ -51,6 +64,10 @@ enum RESP {
 
     /// Parses one reply at the start of `bytes`.
     static func parse(_ bytes: UnsafeRawBufferPointer) -> ParseResult {
+        parse(bytes, depth: 0)
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer, depth: Int) -> ParseResult {
         guard let type = bytes.first else { return .needMore }
         // The line after the type byte.
         var end = -1
@@ -85,7 +102,23 @@ enum RESP {
         case UInt8(ascii: "$"), UInt8(ascii: "*"):
             guard let n = parseInteger(line) else { return .failure(ProtocolError(description: "bad length")) }
             if n == -1 { return .value(.null, consumed: afterLine) }
-            guard type == UInt8(ascii: "$") else { return .failure(ProtocolError(description: "unexpected array reply")) }
+            if type == UInt8(ascii: "*") {
+                guard depth < maxDepth else { return .failure(ProtocolError(description: "arrays nested too deep")) }
+                guard n >= 0, n <= Int64(maxArrayCount) else { return .failure(ProtocolError(description: "bad array length \(n)")) }
+                var items: [Value] = []
+                items.reserveCapacity(Int(n))
+                var offset = afterLine
+                for _ in 0..<Int(n) {
+                    switch parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]), depth: depth + 1) {
+                    case .needMore: return .needMore
+                    case .failure(let e): return .failure(e)
+                    case .value(let v, let used):
+                        items.append(v)
+                        offset += used
+                    }
+                }
+                return .value(.array(items), consumed: offset)
+            }
             guard n >= 0, n <= Int64(maxBulkLength) else { return .failure(ProtocolError(description: "bad bulk length \(n)")) }
             let len = Int(n)
             guard bytes.count >= afterLine + len + 2 else { return .needMore }

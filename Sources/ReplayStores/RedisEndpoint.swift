@@ -1,20 +1,68 @@
-/// `replay.redis_url`: `redis://[[user]:password@]host[:port][/db]` (port 6379 and db 0 by default; user and
-/// password percent-decoded; IPv6 hosts in brackets). `rediss://` is refused until TLS to Redis exists.
-struct RedisEndpoint: Sendable, Equatable {
-    var host: String
-    var port: UInt16
-    var user: String?
-    var password: String?
-    var db: Int
+import Foundation
 
-    static func parse(_ url: String) throws -> RedisEndpoint {
+/// `replay.redis_url`, one of:
+///
+/// - `redis://[[user]:password@]host[:port][/db]` — one server, plain TCP;
+/// - `rediss://[[user]:password@]host[:port][/db][?ca_file=/path/ca.pem]` — one server over TLS: the chain is
+///   verified against `ca_file` (PEM; default the system store) and the certificate must name `host`;
+/// - `redis+cluster://[[user]:password@]host:port,host:port,…` (or `rediss+cluster://…?ca_file=`) — Redis
+///   Cluster / Valkey cluster: the listed nodes are seeds for `CLUSTER SLOTS`; db must be 0.
+///
+/// Port 6379 and db 0 by default; user, password and `ca_file` percent-decoded; IPv6 hosts in brackets.
+/// `user` without a password is refused (an ACL user always has one here); `user` alone sends
+/// `AUTH user password`, no user sends `AUTH password` (the `default` user).
+public struct RedisEndpoint: Sendable, Equatable {
+    /// One `host:port`.
+    public struct Node: Sendable, Equatable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: UInt16
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// The server (single mode) or the seed nodes (cluster mode), at least one.
+    public var nodes: [Node]
+    public var tls: Bool
+    public var cluster: Bool
+    public var caFile: String?
+    public var user: String?
+    public var password: String?
+    public var db: Int
+
+    /// The first node's host (the only one in single mode).
+    public var host: String { nodes[0].host }
+    public var port: UInt16 { nodes[0].port }
+
+    /// Parses `url`; the error text starts with `replay.redis_url:` and says what is wrong.
+    public static func parse(_ url: String) throws -> RedisEndpoint {
         func bad(_ why: String) -> ReplayStoreError { ReplayStoreError("replay.redis_url: \(why)") }
-        if url.lowercased().hasPrefix("rediss://") {
-            throw bad("rediss:// needs TLS support, not yet available")
+        let schemes: [(String, tls: Bool, cluster: Bool)] = [
+            ("redis://", false, false), ("rediss://", true, false),
+            ("redis+cluster://", false, true), ("rediss+cluster://", true, true),
+        ]
+        let lower = url.lowercased()
+        guard let scheme = schemes.first(where: { lower.hasPrefix($0.0) }) else {
+            // Only the scheme is echoed: the rest may hold a password.
+            let given = url.range(of: "://").map { String(url[..<$0.lowerBound].prefix(20)) } ?? "none"
+            throw bad("unknown scheme \"\(given)\": expected redis://, rediss://, redis+cluster:// or rediss+cluster://")
         }
-        guard url.lowercased().hasPrefix("redis://") else { throw bad("must start with redis://") }
-        var rest = Substring(url.dropFirst("redis://".count))
-        guard !rest.contains("?"), !rest.contains("#") else { throw bad("query and fragment are not supported") }
+        var rest = Substring(url.dropFirst(scheme.0.count))
+        guard !rest.contains("#") else { throw bad("a fragment (#) is not supported") }
+        var caFile: String?
+        if let q = rest.firstIndex(of: "?") {
+            let query = rest[rest.index(after: q)...]
+            rest = rest[..<q]
+            for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard parts.count == 2, parts[0] == "ca_file" else {
+                    throw bad("unknown query parameter \"\(parts[0])\" (only ca_file is supported)")
+                }
+                guard scheme.tls else { throw bad("ca_file needs a TLS scheme (rediss:// or rediss+cluster://)") }
+                guard let path = String(parts[1]).removingPercentEncoding, !path.isEmpty else {
+                    throw bad("ca_file is empty or badly percent-encoded")
+                }
+                caFile = path
+            }
+        }
         var db = 0
         if let slash = rest.firstIndex(of: "/") {
             let path = rest[rest.index(after: slash)...]
@@ -26,6 +74,7 @@ struct RedisEndpoint: Sendable, Equatable {
                 db = n
             }
         }
+        if scheme.cluster && db != 0 { throw bad("a cluster has only database 0") }
         var user: String?
         var password: String?
         if let at = rest.lastIndex(of: "@") {
@@ -43,30 +92,41 @@ struct RedisEndpoint: Sendable, Equatable {
             guard !pd.isEmpty else { throw bad("empty password") }
             password = pd
         }
+        let hostList = rest.split(separator: ",", omittingEmptySubsequences: false)
+        if !scheme.cluster && hostList.count > 1 { throw bad("several hosts need redis+cluster://") }
+        var nodes: [Node] = []
+        for item in hostList { nodes.append(try parseNode(item, bad)) }
+        return RedisEndpoint(nodes: nodes, tls: scheme.tls, cluster: scheme.cluster, caFile: caFile, user: user,
+                             password: password, db: db)
+    }
+
+    private static func parseNode(_ text: Substring, _ bad: (String) -> ReplayStoreError) throws -> Node {
         var host: String
         var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw bad("unterminated [ in host") }
-            host = String(rest[rest.index(after: rest.startIndex)..<close])
-            let after = rest[rest.index(after: close)...]
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { throw bad("unterminated [ in host") }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let after = text[text.index(after: close)...]
             if !after.isEmpty {
                 guard after.hasPrefix(":") else { throw bad("junk after ]") }
                 portText = after.dropFirst()
             }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = String(rest[..<colon])
-            portText = rest[rest.index(after: colon)...]
+        } else if let colon = text.lastIndex(of: ":") {
+            host = String(text[..<colon])
+            portText = text[text.index(after: colon)...]
         } else {
-            host = String(rest)
+            host = String(text)
         }
         guard !host.isEmpty else { throw bad("missing host") }
+        guard host.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "/" }) else { throw bad("bad host \"\(host)\"") }
         var port: UInt16 = 6379
         if let portText {
-            guard !portText.isEmpty, portText.allSatisfy({ $0.isASCII && $0.isNumber }), let p = UInt16(portText), p > 0 else {
-                throw bad("bad port \"\(portText)\"")
+            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCII && $0.isNumber }),
+                  let p = UInt16(portText), p > 0 else {
+                throw bad("bad port \"\(portText)\" (1–65535)")
             }
             port = p
         }
-        return RedisEndpoint(host: host, port: port, user: user, password: password, db: db)
+        return Node(host: host, port: port)
     }
 }

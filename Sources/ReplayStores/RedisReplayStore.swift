@@ -1,35 +1,40 @@
 import EventLoop
+import Foundation
 import Glibc
 import JSONLog
 import Synchronization
 
-/// `replay.store: redis` — shared by any number of gateway instances (SPEC §5, §9).
+/// `replay.store: redis` — shared by any number of gateway instances (SPEC §5, §9): one server
+/// (`redis://`, `rediss://` over TLS) or a cluster (`redis+cluster://`, `rediss+cluster://`).
 ///
-/// - One non-blocking connection per event loop, spoken on that loop (RESP over our own sockets): each
-///   `RedisReplayClient` owns its connection. Commands are pipelined and answers matched FIFO.
-/// - On connect: `AUTH [user] password` when the URL has credentials, `SELECT db` when db ≠ 0, then `PING`;
-///   the connection counts as up once the `PING` is answered. Operations submitted while the handshake is
-///   under way are queued behind it on the same socket.
-/// - Consume: `SET <prefix><hex key> 1 NX PXAT <ms>` (Redis ≥ 6.2, Valkey): `+OK` = consumed, null =
-///   reused, anything else = unavailable.
-/// - Timeout: each operation must be answered within `timeout`. When one is not, or the connection breaks, or
-///   a reply is malformed, the connection is dropped and ALL its pending operations answer `.unavailable`;
-///   it reconnects after a backoff of 100 ms doubling to 5 s (reset once a handshake succeeds). While waiting
-///   to reconnect, `consume` fails fast with `.unavailable("disconnected")` instead of queueing.
-/// - Heartbeat: an idle connection sends `PING` every `heartbeatInterval`, so a hung server or half-open
-///   connection is noticed (and readiness reflects it) without traffic.
-/// - Readiness: problem unless every loop's connection is up; a store with no loop clients yet reports
-///   "no connection yet" (the gateway creates its clients at start, and it is not ready before they connect).
-/// - The host name is resolved once, when the store is created (off the loops); every reconnect rotates
-///   through the resolved addresses.
+/// - One non-blocking connection per node per event loop, spoken on that loop (`RedisConnection`: RESP
+///   over our own sockets or the OpenSSL `TLSStream`, pipelined, every command answered within `timeout` or
+///   the connection is dropped and its commands fail closed; reconnect with backoff; heartbeat `PING`).
+/// - Keys: `<prefix>{<g>}<64 hex>` where `<g>` is the first byte of the replay key in hex: 256 groups, each
+///   one `{hash tag}`, so a replay key and its group's marker `<prefix>{<g>}since` share a cluster slot.
+/// - Consume: one `EVAL` of `consumeScript` — atomically: read the group's marker (the unix ms at which the
+///   group's state began; created as "now" when missing), answer "reused" when the token's `iat - clock_skew`
+///   is earlier than the marker, else `SET key 1 NX PXAT <exp + clock_skew>`: set = consumed, not set = reused.
+///
+/// State loss (SPEC §5): a Redis restarted without persistence, `FLUSHALL`/`FLUSHDB`, a key eviction, or a
+/// cluster node that lost its data all delete markers; the next consume in that group recreates the marker
+/// as "now" in the same atomic step, so every token minted before the loss is refused. Markers are also
+/// created (`SET NX`) whenever a connection comes up, so a new deployment's state begins at the gateway's
+/// first connection rather than at the first token. A restart that kept the markers but may have lost recent
+/// keys (an RDB snapshot, AOF `everysec`) is caught by the server's `run_id`: when a reconnect finds a
+/// different `run_id`, every marker is raised to "now" before any held command reaches that server. A
+/// gateway started after such a restart cannot know of it: run Redis with AOF (`appendfsync always`) and
+/// `maxmemory-policy noeviction` (docs/replay.md).
+///
+/// Readiness: a problem unless every loop's executor has all its connections up.
 public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
     let endpoint: RedisEndpoint
-    let addresses: [SocketAddress]
+    /// Resolved addresses of each URL node, in URL order (resolved once, off the loops).
+    let nodeAddresses: [[SocketAddress]]
     let keyPrefix: [UInt8]
     let timeout: Double
-    let connectTimeout: Double
-    let heartbeatInterval: Double
     let logSink: LogSink
+    let connectionSettings: RedisConnectionSettings
     public let counters = ReplayCounters()
     private let closed = Atomic<Bool>(false)
 
@@ -44,23 +49,52 @@ public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
         try self.init(url: url, keyPrefix: keyPrefix, timeout: timeout, logSink: logSink, heartbeatInterval: 2)
     }
 
-    init(url: String, keyPrefix: String, timeout: Double, logSink: LogSink, heartbeatInterval: Double) throws {
+    package init(url: String, keyPrefix: String, timeout: Double, logSink: LogSink, heartbeatInterval: Double) throws {
         endpoint = try RedisEndpoint.parse(url)
-        do {
-            addresses = try SocketAddress.resolve(host: endpoint.host, port: endpoint.port)
-        } catch {
-            throw ReplayStoreError("replay.redis_url: cannot resolve \(endpoint.host): \(error)")
+        // In a cluster the first {…} of a key name picks its slot: a brace in the prefix would split a replay
+        // key from its group's marker.
+        if endpoint.cluster && (keyPrefix.contains("{") || keyPrefix.contains("}")) {
+            throw ReplayStoreError("replay.key_prefix must not contain { or } with a cluster (the gateway adds its own hash tag)")
         }
-        guard !addresses.isEmpty else { throw ReplayStoreError("replay.redis_url: no address for \(endpoint.host)") }
+        var resolved: [[SocketAddress]] = []
+        for node in endpoint.nodes {
+            let list: [SocketAddress]
+            do {
+                list = try SocketAddress.resolve(host: node.host, port: node.port)
+            } catch {
+                throw ReplayStoreError("replay.redis_url: cannot resolve \(node.host): \(error)")
+            }
+            guard !list.isEmpty else { throw ReplayStoreError("replay.redis_url: no address for \(node.host)") }
+            resolved.append(list)
+        }
+        nodeAddresses = resolved
+        var tls: TLSClientContext?
+        if endpoint.tls {
+            if let caFile = endpoint.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+                throw ReplayStoreError("replay.redis_url: ca_file \(caFile) is not readable")
+            }
+            do {
+                tls = try TLSClientContext(caFile: endpoint.caFile, alpnProtocols: [])
+            } catch {
+                throw ReplayStoreError("replay.redis_url: TLS: \(error)")
+            }
+        }
         self.keyPrefix = Array(keyPrefix.utf8)
         self.timeout = timeout
-        connectTimeout = max(timeout, 1)
-        self.heartbeatInterval = heartbeatInterval
         self.logSink = logSink
+        connectionSettings = RedisConnectionSettings(tls: tls, user: endpoint.user, password: endpoint.password,
+                                                     db: endpoint.db, timeout: timeout, connectTimeout: max(timeout, 1),
+                                                     heartbeatInterval: heartbeatInterval, logSink: logSink)
     }
 
     public func makeClient(for loop: EventLoop) -> ReplayClient {
-        let client = RedisReplayClient(store: self, loop: loop)
+        let executor: RedisCommandExecutor & RedisLifecycle
+        if endpoint.cluster {
+            executor = RedisClusterClient(loop: loop, seeds: Array(zip(endpoint.nodes, nodeAddresses)), settings: connectionSettings)
+        } else {
+            executor = RedisSingleClient(loop: loop, node: endpoint.nodes[0], addresses: nodeAddresses[0], settings: connectionSettings)
+        }
+        let client = RedisReplayClient(store: self, loop: loop, executor: executor)
         let bound = LoopBound(value: client)
         registry.withLock { $0.append(ClientStatus(client: bound, up: false, lastError: nil)) }
         if closed.load(ordering: .relaxed) {
@@ -105,335 +139,187 @@ public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
             }
         }
     }
+
+    // MARK: keys and scripts
+
+    /// `<prefix>{<g>}` for group `g`.
+    func groupTag(_ group: UInt8) -> [UInt8] {
+        var out = keyPrefix
+        out.append(UInt8(ascii: "{"))
+        out.append(contentsOf: replayHex([group]).utf8)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    func keyName(_ key: [UInt8]) -> [UInt8] { groupTag(key[0]) + Array(replayHex(key).utf8) }
+    func markerName(_ group: UInt8) -> [UInt8] { groupTag(group) + Array("since".utf8) }
+
+    /// KEYS: replay key, marker. ARGV: PXAT ms, issuedAt ms (`iat - clock_skew`), now ms.
+    /// Returns 1 consumed, 0 reused (key present), 2 reused (minted before the group's state began).
+    static let consumeScript = Array("""
+        local m = redis.call('GET', KEYS[2])
+        if not m then m = ARGV[3]; redis.call('SET', KEYS[2], m) end
+        if tonumber(ARGV[2]) < tonumber(m) then return 2 end
+        if redis.call('SET', KEYS[1], '1', 'NX', 'PXAT', ARGV[1]) then return 1 end
+        return 0
+        """.utf8)
+
+    /// KEYS: markers. ARGV: now ms, "1" to raise older markers to now (else only create missing ones).
+    /// Returns how many markers it set.
+    static let markScript = Array("""
+        local n = 0
+        for _, k in ipairs(KEYS) do
+          local m = redis.call('GET', k)
+          if (not m) or (ARGV[2] == '1' and tonumber(m) < tonumber(ARGV[1])) then redis.call('SET', k, ARGV[1]); n = n + 1 end
+        end
+        return n
+        """.utf8)
 }
 
-/// One loop's Redis connection. Everything here runs on `loop`'s thread.
-final class RedisReplayClient: ReplayClient, EventHandler {
-    enum State { case idle, connecting, handshaking, ready, backoff, closed }
-    enum Expect { case auth, select, ping, heartbeat, op(UInt64) }
+/// Start and stop of an executor's connections (on its loop).
+protocol RedisLifecycle: AnyObject {
+    var observer: RedisExecutorObserver? { get set }
+    func start()
+    func shutdown()
+}
 
-    static let readSize = 16 * 1024
-    static let minBackoff = 0.1
-    static let maxBackoff = 5.0
+extension RedisSingleClient: RedisLifecycle {}
 
+/// One loop's replay client over its executor. Everything here runs on `loop`'s thread.
+final class RedisReplayClient: ReplayClient, RedisExecutorObserver {
     /// Strong: the store's registry holds its clients until `close()`, which breaks the cycle.
     let store: RedisReplayStore
     let loop: EventLoop
-    private(set) var state = State.idle
-    private var fd: Int32 = -1
-    private let outBuf = IOBuffer(capacity: 1024)
-    private let inBuf = IOBuffer(capacity: 1024)
-    private var expect: [Expect] = []
-    private var expectHead = 0
-    private let ops = PendingOps()
-    private var peerHungUp = false
-    private var backoff = RedisReplayClient.minBackoff
-    private var attempt = 0
-    private var wasUp = false
-    /// Deadline for connect + handshake, or for an outstanding heartbeat (0 = none).
-    private var connDeadline: UInt64 = 0
-    private var reconnectAt: UInt64 = 0
-    private var nextHeartbeat: UInt64 = 0
-    private var timer: LoopTimer?
+    let executor: RedisCommandExecutor & RedisLifecycle
+    private var closed = false
+    private var markerTimer: LoopTimer?
+    /// A raise of every marker (after a restart) has not yet reached every group: not ready until it has.
+    private var raisePending = false { didSet { if raisePending != oldValue { publishStatus() } } }
+    private var executorUp = false
+    private var executorProblem: String? = "no connection yet"
 
-    init(store: RedisReplayStore, loop: EventLoop) {
+    init(store: RedisReplayStore, loop: EventLoop, executor: RedisCommandExecutor & RedisLifecycle) {
         self.store = store
         self.loop = loop
+        self.executor = executor
+        executor.observer = self
+    }
+
+    func start() {
+        guard !closed else { return }
+        if store.isClosed { shutdown(); return }
+        executor.start()
+    }
+
+    func shutdown() {
+        guard !closed else { return }
+        closed = true
+        if let markerTimer { loop.cancel(markerTimer) }
+        executor.shutdown()
+        store.setStatus(self, up: false, error: "closed")
     }
 
     // MARK: ReplayClient
 
-    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void) {
-        switch state {
-        case .closed:
-            complete(completion, .unavailable("closed"))
-            return
-        case .idle, .backoff:
-            complete(completion, .unavailable("disconnected"))
-            return
-        case .connecting, .handshaking, .ready:
-            break
+    func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void) {
+        guard !closed else { return complete(completion, .unavailable("closed")) }
+        guard key.count == 32, expiresAt.isFinite, expiresAt > 0, !issuedAt.isNaN else {
+            return complete(completion, .unavailable("bad key"))
         }
-        guard key.count == 32, expiresAt.isFinite, expiresAt > 0 else {
-            complete(completion, .unavailable("bad key"))
-            return
-        }
-        let ms = Int(min((expiresAt * 1000).rounded(.up), 9_000_000_000_000_000))
-        let id = ops.add(deadline: loop.now + .nanoseconds(store.timeout), completion: completion)
-        expect.append(.op(id))
-        var name = store.keyPrefix
-        name.append(contentsOf: replayHex(key).utf8)
-        RESP.encodeCommand([Array("SET".utf8), name, [UInt8(ascii: "1")], Array("NX".utf8), Array("PXAT".utf8),
-                            Array(String(ms).utf8)], into: outBuf)
-        if state != .connecting { flush() }
-        armTimer()
-    }
-
-    // MARK: lifecycle
-
-    func start() {
-        guard state == .idle else { return }
-        connect()
-    }
-
-    func shutdown() {
-        guard state != .closed else { return }
-        teardown(reason: "closed", next: .closed)
-    }
-
-    private func connect() {
-        guard !store.isClosed else { shutdown(); return }
-        reconnectAt = 0
-        let address = store.addresses[attempt % store.addresses.count]
-        attempt += 1
-        let result: (fd: Int32, connected: Bool)
-        do {
-            result = try Socket.connect(address)
-        } catch {
-            scheduleReconnect(reason: "connect \(address): \(error)")
-            return
-        }
-        fd = result.fd
-        do {
-            try loop.register(fd, self)
-        } catch {
-            Socket.close(fd)
-            fd = -1
-            scheduleReconnect(reason: "register: \(error)")
-            return
-        }
-        Socket.setNoDelay(fd)
-        peerHungUp = false
-        state = result.connected ? .handshaking : .connecting
-        connDeadline = loop.now + .nanoseconds(store.connectTimeout)
-        let ep = store.endpoint
-        if let password = ep.password {
-            if let user = ep.user {
-                RESP.encodeCommand(["AUTH", user, password], into: outBuf)
-            } else {
-                RESP.encodeCommand(["AUTH", password], into: outBuf)
-            }
-            expect.append(.auth)
-        }
-        if ep.db != 0 {
-            RESP.encodeCommand(["SELECT", String(ep.db)], into: outBuf)
-            expect.append(.select)
-        }
-        RESP.encodeCommand(["PING"], into: outBuf)
-        expect.append(.ping)
-        if state == .handshaking { flush() }
-        armTimer()
-    }
-
-    /// Drops the connection: fails every pending operation with `reason`, then waits to reconnect.
-    private func drop(_ reason: String) {
-        teardown(reason: reason, next: .backoff)
-    }
-
-    private func teardown(reason: String, next: State) {
-        if fd >= 0 {
-            loop.deregister(fd)
-            Socket.close(fd)
-            fd = -1
-        }
-        outBuf.clear()
-        inBuf.clear()
-        expect.removeAll(keepingCapacity: true)
-        expectHead = 0
-        connDeadline = 0
-        nextHeartbeat = 0
-        let failed = ops.takeAll()
-        if next == .closed {
-            state = .closed
-            reconnectAt = 0
-            if let timer { loop.cancel(timer) }
-            store.setStatus(self, up: false, error: reason)
-        } else {
-            state = .backoff
-            scheduleReconnect(reason: reason)
-        }
-        for c in failed { complete(c, .unavailable(reason)) }
-    }
-
-    private func scheduleReconnect(reason: String) {
-        state = .backoff
-        if wasUp {
-            store.logSink.warning("replay store connection lost", [("store", "redis"), ("loop", .int(loop.index)), ("error", .string(reason))])
-            wasUp = false
-        } else {
-            store.logSink.debug("replay store connect failed", [("store", "redis"), ("loop", .int(loop.index)), ("error", .string(reason))])
-        }
-        store.setStatus(self, up: false, error: reason)
-        reconnectAt = loop.now + .nanoseconds(backoff)
-        backoff = min(backoff * 2, Self.maxBackoff)
-        armTimer()
-    }
-
-    private func becameReady() {
-        state = .ready
-        connDeadline = 0
-        backoff = Self.minBackoff
-        if !wasUp {
-            wasUp = true
-            store.logSink.info("replay store connected", [("store", "redis"), ("loop", .int(loop.index))])
-        }
-        store.setStatus(self, up: true, error: nil)
-        nextHeartbeat = loop.now + .nanoseconds(store.heartbeatInterval)
-        armTimer()
-    }
-
-    // MARK: I/O
-
-    func handleEvent(_ events: UInt32) {
-        guard fd >= 0 else { return }
-        if state == .connecting {
-            guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
-            let err = Socket.pendingError(fd)
-            if err != 0 || events & EventLoop.error != 0 {
-                drop("connect: \(String(cString: strerror(err != 0 ? err : ECONNREFUSED)))")
-                return
-            }
-            state = .handshaking
-            flush()
-            if fd < 0 { return }
-        }
-        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
-        if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
-            readReplies()
-            if fd < 0 { return }
-        }
-        if events & EventLoop.writable != 0 { flush() }
-    }
-
-    private func flush() {
-        guard fd >= 0, state != .connecting, !outBuf.isEmpty else { return }
-        switch Socket.write(fd, from: outBuf) {
-        case .processed, .wouldBlock:
-            break
-        case .eof:
-            drop("connection closed")
-        case .error(let e):
-            drop("write: \(String(cString: strerror(e)))")
-        }
-    }
-
-    private func readReplies() {
-        while fd >= 0 {
-            switch Socket.read(fd, into: inBuf, max: Self.readSize) {
-            case .processed(let n):
-                parseReplies()
-                if fd < 0 { return }
-                // A short read means drained, unless the peer also closed: then read on to the EOF, which no
-                // further edge would announce.
-                if n < Self.readSize && !peerHungUp { return }
-            case .wouldBlock:
-                return
-            case .eof:
-                drop("connection closed by redis")
-                return
-            case .error(let e):
-                drop("read: \(String(cString: strerror(e)))")
-                return
-            }
-        }
-    }
-
-    private func parseReplies() {
-        while fd >= 0 && !inBuf.isEmpty {
-            switch RESP.parse(inBuf.readable) {
-            case .needMore:
-                return
-            case .failure(let e):
-                drop("protocol error: \(e)")
-                return
-            case .value(let value, let consumed):
-                inBuf.consume(consumed)
-                handleReply(value)
-            }
-        }
-    }
-
-    private func handleReply(_ value: RESP.Value) {
-        guard expectHead < expect.count else {
-            drop("protocol error: unexpected reply")
-            return
-        }
-        let what = expect[expectHead]
-        expectHead += 1
-        if expectHead == expect.count {
-            expect.removeAll(keepingCapacity: true)
-            expectHead = 0
-        } else if expectHead > 256 && expectHead * 2 > expect.count {
-            expect.removeFirst(expectHead)
-            expectHead = 0
-        }
-        switch what {
-        case .op(let id):
+        let pxat = Int(min((expiresAt * 1000).rounded(.up), 9_000_000_000_000_000))
+        // Rounded down: a fraction never lifts a token over the marker. -inf (no iat floor) becomes 0.
+        let issued = Int(max(min((issuedAt * 1000).rounded(.down), 9_000_000_000_000_000), 0))
+        let name = store.keyName(key)
+        let args: [[UInt8]] = [Array("EVAL".utf8), RedisReplayStore.consumeScript, [UInt8(ascii: "2")], name,
+                               store.markerName(key[0]), Array(String(pxat).utf8), Array(String(issued).utf8),
+                               Array(String(Self.nowMillis()).utf8)]
+        executor.execute(args, routingKey: name) { [weak self] reply in
             let result: ReplayResult
-            switch value {
-            case .simple("OK"): result = .consumed
-            case .null: result = .reused
-            case .error(let text): result = .unavailable("redis: \(text.prefix(200))")
-            default: result = .unavailable("redis: unexpected reply to SET")
+            switch reply {
+            case .value(.integer(1)): result = .consumed
+            case .value(.integer(0)), .value(.integer(2)): result = .reused
+            case .value(.error(let text)): result = .unavailable("redis: \(text.prefix(200))")
+            case .value: result = .unavailable("redis: unexpected reply to EVAL")
+            case .failure(let reason): result = .unavailable(reason)
             }
-            if let c = ops.take(id) { complete(c, result) }
-            armTimer()
-        case .auth, .select:
-            if case .error(let text) = value {
-                let reason = "\(what == .auth ? "AUTH" : "SELECT") failed: \(text.prefix(200))"
-                store.logSink.error("replay store handshake failed", [("store", "redis"), ("error", .string(reason))])
-                drop(reason)
-            }
-        case .ping:
-            if case .error(let text) = value { drop("PING failed: \(text.prefix(200))"); return }
-            becameReady()
-        case .heartbeat:
-            if case .error(let text) = value { drop("PING failed: \(text.prefix(200))"); return }
-            connDeadline = 0
-            nextHeartbeat = loop.now + .nanoseconds(store.heartbeatInterval)
-            armTimer()
+            if let self { self.complete(completion, result) } else { completion(result) }
         }
     }
 
-    // MARK: timers
+    static func nowMillis() -> Int { Int((replayWallClock() * 1000).rounded(.down)) }
 
-    private func armTimer() {
-        var next = UInt64.max
-        if let d = ops.nextDeadline { next = min(next, d) }
-        if connDeadline != 0 { next = min(next, connDeadline) }
-        if reconnectAt != 0 { next = min(next, reconnectAt) }
-        if nextHeartbeat != 0 { next = min(next, nextHeartbeat) }
-        let t = timer ?? LoopTimer { [weak self] in self?.timerFired() }
-        timer = t
-        if next == UInt64.max {
-            loop.cancel(t)
-        } else if !t.isArmed || t.deadline != next {
-            loop.schedule(t, at: next)
+    // MARK: RedisExecutorObserver
+
+    func redisNodeReady(restarted: Bool) {
+        // Create every missing marker (a new or emptied deployment begins now); after a restart raise them all,
+        // since a restarted server may have reloaded an old snapshot that still has its markers.
+        if restarted {
+            store.logSink.warning("replay store restarted (new run_id): tokens minted before now are refused as reused",
+                                  [("store", "redis"), ("loop", .int(loop.index))])
+        }
+        markGroups(raise: restarted)
+        armMarkerCheck()
+    }
+
+    /// Sets the markers of all 256 groups (one `EVAL` with every marker in single mode; one per group in a
+    /// cluster, where a script's keys must share a slot). A raise that did not reach every group (a node or
+    /// the cluster down at that moment) is tried again at each marker check until it has.
+    private func markGroups(raise: Bool, onLoss: Bool = false) {
+        let now = Array(String(Self.nowMillis()).utf8)
+        let mode: [UInt8] = raise ? [UInt8(ascii: "1")] : [UInt8(ascii: "0")]
+        let batches: [[[UInt8]]] = store.endpoint.cluster
+            ? (0...255).map { [store.markerName(UInt8($0))] }
+            : [(0...255).map { store.markerName(UInt8($0)) }]
+        if raise { raisePending = true }
+        var left = batches.count
+        var failed = false
+        for markers in batches {
+            let args = [Array("EVAL".utf8), RedisReplayStore.markScript, Array(String(markers.count).utf8)] + markers + [now, mode]
+            executor.execute(args, routingKey: markers[0]) { [weak self] reply in
+                guard let self else { return }
+                left -= 1
+                switch reply {
+                case .value(.integer(let n)):
+                    if onLoss && n > 0 {
+                        self.store.logSink.warning("replay store lost its state (group markers missing): tokens minted before now are refused as reused",
+                                                   [("store", "redis"), ("groups", .int(Int(n))), ("loop", .int(self.loop.index))])
+                    }
+                default:
+                    failed = true
+                    self.store.logSink.debug("replay store markers not set", [("store", "redis"), ("reply", .string("\(reply)"))])
+                }
+                if left == 0 && raise && !failed { self.raisePending = false }
+            }
         }
     }
 
-    private func timerFired() {
-        let now = loop.now
-        switch state {
-        case .closed, .idle:
-            return
-        case .backoff:
-            if reconnectAt != 0 && reconnectAt <= now { connect(); return }
-        case .connecting, .handshaking, .ready:
-            if let d = ops.nextDeadline, d <= now { drop("timeout"); return }
-            if connDeadline != 0 && connDeadline <= now {
-                drop(state == .ready ? "heartbeat timeout" : "connect timeout")
-                return
-            }
-            if state == .ready, nextHeartbeat != 0, nextHeartbeat <= now {
-                nextHeartbeat = 0
-                RESP.encodeCommand(["PING"], into: outBuf)
-                expect.append(.heartbeat)
-                connDeadline = now + .nanoseconds(store.connectTimeout)
-                flush()
-            }
+    /// Every `heartbeatInterval`, recreate missing markers: a `FLUSHALL` is then noticed within that interval
+    /// even in groups that see no traffic, so tokens minted after it pass (the consume script would otherwise
+    /// recreate a group's marker only at that group's next consume, refusing tokens minted in between).
+    private func armMarkerCheck() {
+        guard markerTimer == nil else { return }
+        let t = LoopTimer { [weak self] in
+            guard let self, !self.closed else { return }
+            self.markGroups(raise: self.raisePending, onLoss: true)
+            if let t = self.markerTimer { self.loop.schedule(t, at: self.loop.now + .nanoseconds(self.store.connectionSettings.heartbeatInterval)) }
         }
-        armTimer()
+        markerTimer = t
+        loop.schedule(t, at: loop.now + .nanoseconds(store.connectionSettings.heartbeatInterval))
+    }
+
+    func redisStatusChanged(up: Bool, problem: String?) {
+        executorUp = up
+        executorProblem = problem
+        publishStatus()
+    }
+
+    private func publishStatus() {
+        guard !closed else { return }
+        if executorUp && raisePending {
+            store.setStatus(self, up: false, error: "server restarted: raising the state markers")
+        } else {
+            store.setStatus(self, up: executorUp, error: executorProblem)
+        }
     }
 
     private func complete(_ c: (ReplayResult) -> Void, _ result: ReplayResult) {
@@ -441,5 +327,3 @@ final class RedisReplayClient: ReplayClient, EventHandler {
         c(result)
     }
 }
-
-extension RedisReplayClient.Expect: Equatable {}

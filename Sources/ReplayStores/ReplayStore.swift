@@ -31,13 +31,19 @@ public protocol ReplayStore: AnyObject, Sendable {
 /// Confined to one event-loop thread.
 public protocol ReplayClient: AnyObject {
     /// Atomically takes `key` unless it is taken and unexpired.
+    ///
+    /// State loss (SPEC §5): a store that may have forgotten what it knew (the memory store at each start, a
+    /// Redis server restarted without persistence or flushed) answers `.reused` for every token minted before
+    /// the moment its state came back, so single use holds across the loss; SQLite is durable and never does.
     /// - Parameters:
     ///   - key: 32 bytes (the SHA-256 replay key of SPEC §5).
     ///   - expiresAt: unix seconds when the entry becomes free again (`exp + clock_skew`).
+    ///   - issuedAt: unix seconds, the token's `iat - clock_skew` (the earliest the token can have been minted
+    ///     by this host's clock): refused as `.reused` when earlier than the moment the store's state began.
     ///   - completion: called exactly once, on this client's loop thread, within the configured `timeout`
     ///     (a late answer becomes `.unavailable("timeout")`). Some stores (memory) call it synchronously,
     ///     before `consume` returns.
-    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void)
+    func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void)
 }
 
 /// consumed / reused / error totals, updated with relaxed atomics from any thread.
@@ -91,7 +97,7 @@ func replayWallClock() -> Double {
 }
 
 /// Lower-case hex of `bytes` (Redis key names).
-func replayHex(_ bytes: [UInt8]) -> String {
+package func replayHex(_ bytes: [UInt8]) -> String {
     let digits: [UInt8] = Array("0123456789abcdef".utf8)
     var out = [UInt8]()
     out.reserveCapacity(bytes.count * 2)
@@ -104,12 +110,12 @@ func replayHex(_ bytes: [UInt8]) -> String {
 
 /// Per-client bookkeeping of in-flight operations whose answers arrive later (SQLite, Redis):
 /// every operation has the same timeout, so deadlines grow in submission order and one timer armed for the
-/// oldest pending deadline suffices. Loop-confined.
-final class PendingOps {
+/// oldest pending deadline suffices. Loop-confined. `Answer` is what a completion receives.
+final class PendingOps<Answer> {
     private struct Entry {
         var id: UInt64
         var deadline: UInt64
-        var completion: ((ReplayResult) -> Void)?
+        var completion: ((Answer) -> Void)?
     }
 
     private var entries: [Entry] = []
@@ -120,7 +126,7 @@ final class PendingOps {
     var count: Int { live }
 
     /// Adds an operation; returns its id.
-    func add(deadline: UInt64, completion: @escaping (ReplayResult) -> Void) -> UInt64 {
+    func add(deadline: UInt64, completion: @escaping (Answer) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
         entries.append(Entry(id: id, deadline: deadline, completion: completion))
@@ -129,7 +135,7 @@ final class PendingOps {
     }
 
     /// Removes and returns the completion of `id` (nil when it already completed or timed out).
-    func take(_ id: UInt64) -> ((ReplayResult) -> Void)? {
+    func take(_ id: UInt64) -> ((Answer) -> Void)? {
         // Answers mostly come in order: search from the head.
         var i = head
         while i < entries.count {
@@ -152,8 +158,8 @@ final class PendingOps {
     }
 
     /// Removes and returns the completions of every live operation due at `now`.
-    func takeExpired(now: UInt64) -> [(ReplayResult) -> Void] {
-        var out: [(ReplayResult) -> Void] = []
+    func takeExpired(now: UInt64) -> [(Answer) -> Void] {
+        var out: [(Answer) -> Void] = []
         compact()
         while head < entries.count, entries[head].deadline <= now {
             if let c = entries[head].completion { out.append(c); live -= 1 }
@@ -164,7 +170,7 @@ final class PendingOps {
     }
 
     /// Removes and returns every live completion.
-    func takeAll() -> [(ReplayResult) -> Void] {
+    func takeAll() -> [(Answer) -> Void] {
         let out = entries[head...].compactMap { $0.completion }
         entries.removeAll(keepingCapacity: true)
         head = 0
@@ -185,6 +191,7 @@ final class PendingOps {
 }
 
 /// Carries a loop-confined object across threads to be used again only on its own loop (via `execute`).
-struct LoopBound<T>: @unchecked Sendable {
-    let value: T
+package struct LoopBound<T>: @unchecked Sendable {
+    package let value: T
+    package init(value: T) { self.value = value }
 }

@@ -347,7 +347,7 @@ public final class SQLiteReplayStore: ReplayStore, @unchecked Sendable {
 final class SQLiteReplayClient: ReplayClient {
     let store: SQLiteReplayStore
     let loop: EventLoop
-    private let pending = PendingOps()
+    private let pending = PendingOps<ReplayResult>()
     private var timer: LoopTimer?
 
     init(store: SQLiteReplayStore, loop: EventLoop) {
@@ -355,7 +355,9 @@ final class SQLiteReplayClient: ReplayClient {
         self.loop = loop
     }
 
-    func consume(key: [UInt8], expiresAt: Double, completion: @escaping (ReplayResult) -> Void) {
+    /// `issuedAt` is not needed: the SQLite file is durable (it survives restarts and crashes), so the store
+    /// never loses what it knew and has no moment before which tokens must be refused.
+    func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void) {
         guard key.count == 32, expiresAt.isFinite else {
             complete(completion, .unavailable("bad key"))
             return

@@ -7,23 +7,44 @@ import Glibc
 ///
 /// With `persistent: true` it appends every write to an AOF file fsynced on each command in its own temporary
 /// directory, so what was written survives a `SIGKILL` and a restart (like a production Redis with AOF).
+///
+/// `extraArguments` go to every start (`--requirepass`, `--user`, cluster options); `cliArguments` to every
+/// `cli` call (`--user`/`--pass`). With `tls`, the server listens with TLS only (`--port 0 --tls-port`) and
+/// `cli` speaks TLS trusting `tls.ca`.
 public final class RedisServerProcess: @unchecked Sendable {
+    /// Certificate, key and CA files for `redis-server --tls-*`.
+    public struct TLSFiles: Sendable {
+        public var cert: String, key: String, ca: String
+        public init(cert: String, key: String, ca: String) { self.cert = cert; self.key = key; self.ca = ca }
+    }
+
     public let port: UInt16
     public let directory: String
     public let persistent: Bool
+    public let extraArguments: [String]
+    public let cliArguments: [String]
+    public let tls: TLSFiles?
     private var process: Process?
 
     public static let serverPath = "/usr/bin/redis-server"
     public static let cliPath = "/usr/bin/redis-cli"
 
-    public init(persistent: Bool = false) throws {
+    public init(persistent: Bool = false, port fixedPort: UInt16? = nil, extraArguments: [String] = [],
+                cliArguments: [String] = [], tls: TLSFiles? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.serverPath),
               FileManager.default.isExecutableFile(atPath: Self.cliPath) else {
             throw HarnessError("\(Self.serverPath) and \(Self.cliPath) are required for the Redis tests")
         }
-        let fd = try Socket.listen(SocketAddress(ip: "127.0.0.1", port: 0)!, reusePort: false)
-        port = Socket.localAddress(fd)?.port ?? 0
-        Socket.close(fd)
+        if let fixedPort {
+            port = fixedPort
+        } else {
+            let fd = try Socket.listen(SocketAddress(ip: "127.0.0.1", port: 0)!, reusePort: false)
+            port = Socket.localAddress(fd)?.port ?? 0
+            Socket.close(fd)
+        }
+        self.extraArguments = extraArguments
+        self.cliArguments = cliArguments
+        self.tls = tls
         directory = NSTemporaryDirectory() + "redis-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         self.persistent = persistent
@@ -35,7 +56,11 @@ public final class RedisServerProcess: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    public var url: String { "redis://127.0.0.1:\(port)/0" }
+    /// `redis://127.0.0.1:<port>/0`, or `rediss://…?ca_file=<ca>` with TLS.
+    public var url: String {
+        if let tls { return "rediss://127.0.0.1:\(port)/0?ca_file=\(tls.ca)" }
+        return "redis://127.0.0.1:\(port)/0"
+    }
     public var isRunning: Bool { process?.isRunning ?? false }
 
     /// Starts the server (again) on `port` and waits at most `timeout` seconds for `PING` to answer.
@@ -43,8 +68,15 @@ public final class RedisServerProcess: @unchecked Sendable {
         precondition(process == nil, "already running")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.serverPath)
-        var args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", directory]
+        var args = ["--bind", "127.0.0.1", "--save", "", "--dir", directory]
+        if let tls {
+            args += ["--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.cert, "--tls-key-file", tls.key,
+                     "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no"]
+        } else {
+            args += ["--port", String(port)]
+        }
         args += persistent ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"]
+        args += extraArguments
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
@@ -75,7 +107,9 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// Runs `redis-cli` against this server; its trimmed output.
     public func cli(_ args: [String], timeout: Double = 5) throws -> String {
-        let r = try BoundedCommand.run(Self.cliPath, ["-h", "127.0.0.1", "-p", String(port)] + args, timeout: timeout)
+        var base = ["-h", "127.0.0.1", "-p", String(port)]
+        if let tls { base += ["--tls", "--cacert", tls.ca] }
+        let r = try BoundedCommand.run(Self.cliPath, base + cliArguments + ["--no-auth-warning"] + args, timeout: timeout)
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

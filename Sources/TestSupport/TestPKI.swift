@@ -8,11 +8,16 @@ public struct TestPKI: Sendable {
     public var cert: String { directory + "/cert.pem" }
     public var key: String { directory + "/key.pem" }
 
-    public init(commonName: String = "127.0.0.1") throws {
+    /// - Parameters:
+    ///   - subjectAltName: the server certificate's names (OpenSSL syntax).
+    ///   - extendedKeyUsage: `serverAuth`; add `clientAuth` for a certificate a server also presents as a client
+    ///     (a Redis cluster bus over TLS).
+    public init(commonName: String = "127.0.0.1", subjectAltName: String = "IP:127.0.0.1,DNS:localhost",
+                extendedKeyUsage: String = "serverAuth") throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("pki-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let d = directory
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        try "subjectAltName=\(subjectAltName)\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=\(extendedKeyUsage)\n"
             .write(toFile: d + "/ext.cnf", atomically: true, encoding: .utf8)
         try Self.openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", d + "/ca.key", "-out", d + "/ca.pem",
                           "-days", "2", "-subj", "/CN=AppCheck Gateway Test CA", "-sha256",

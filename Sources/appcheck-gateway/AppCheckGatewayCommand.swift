@@ -164,7 +164,15 @@ struct Demo: ParsableCommand {
                                    appId: Self.appId, issuedAt: now, ttl: ttl, jti: jti)) ?? "?"
         }
         let session = mint(ttl: 3600, jti: nil)
-        let limited = mint(ttl: 300, jti: SigningKeys.randomJTI())
+        // The memory replay store refuses tokens minted before it started plus clock_skew (SPEC §5: a previous
+        // process may have accepted them). The demo's single-use token is therefore dated clock_skew ahead,
+        // from the next whole second (iat is in seconds): valid at once, as the verifier allows iat up to
+        // now + clock_skew.
+        while Int(Date().timeIntervalSince1970) <= now { usleep(20_000) }
+        let skew = Int(settings.appCheck.clockSkew.rounded(.up))
+        let limited = (try? TokenMinter.mint(key: key, kid: kid, projectNumber: Self.projectNumber, projectId: Self.projectId,
+                                             appId: Self.appId, issuedAt: now + 1 + skew, ttl: 300,
+                                             jti: SigningKeys.randomJTI())) ?? "?"
         let keyPath = dir.appendingPathComponent("key.pem").path
         print("""
         AppCheck Gateway demo is running (Ctrl-C to stop). Ready: \(server.readinessProblems().isEmpty ? "yes" : "no")

@@ -388,7 +388,7 @@ routes:                                # first match wins, in file order
 
 @Test func badRedisURLScheme() {
     expectSingleError("replay:\n  store: redis\n  redis_url: http://cache:6379\n" + minimalTail,
-                      line: 3, column: 14, "replay.redis_url must start with redis:// or rediss://")
+                      line: 3, column: 14, "replay.redis_url: unknown scheme \"http\"")
 }
 
 @Test func missingProjectNumber() {

@@ -52,6 +52,7 @@ import TestSupport
               project_id: "demo-project"
               jwks:
                 url: \(issuer.jwksURL)
+              clock_skew: 0s
               outdated_client:
                 header: User-Agent
                 pattern: "^OldApp/"
@@ -70,6 +71,9 @@ import TestSupport
             if let ua { head += "User-Agent: \(ua)\r\n" }
             return try RawHTTPClient.roundTrip(port: h.port, head + "Content-Length: 0\r\n\r\n").status
         }
+        // The memory store refuses limited-use tokens minted before it came up (replay state loss, clock_skew 0s):
+        // mint this one in the next whole second.
+        ReplayE2E.waitForNextSecond()
         let limited = try issuer.mint(appId: appA, ttl: 300, jti: UUID().uuidString)
         #expect(try send("POST", "/redeem", token: limited) == 200)
         #expect(try send("POST", "/redeem", token: limited) == 401)

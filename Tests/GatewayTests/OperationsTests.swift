@@ -313,6 +313,7 @@ import TestSupport
                     enforcement: off
                 """, server: "  log_level: debug", appCheck: """
                   project_id: "demo-project"
+                  clock_skew: 0s
                   jwks:
                     url: \(issuer.jwksURL)
                 """)
@@ -320,6 +321,7 @@ import TestSupport
         var stopped = false
         defer { if !stopped { h.stop() } }
         try h.waitUntilReady()
+        ReplayE2E.waitForNextSecond() // the memory replay store refuses tokens minted before it started
 
         let valid = try issuer.mint(appId: appId)
         var parts = try issuer.mint(appId: appId, jti: UUID().uuidString).split(separator: ".").map(String.init)

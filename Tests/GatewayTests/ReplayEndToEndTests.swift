@@ -58,8 +58,10 @@ final class ReplayBackend: @unchecked Sendable {
             }
             return n
         case .redis:
-            guard let n = Int(try redis!.cli(["DBSIZE"])) else { throw HarnessError("redis DBSIZE failed") }
-            return n
+            // Replay keys only, not the 256 group markers (`…since`) the store keeps beside them.
+            let r = try BoundedCommand.run(RedisServerProcess.cliPath, ["-h", "127.0.0.1", "-p", String(redis!.port), "KEYS", "*"])
+            guard r.status == 0 else { throw HarnessError("redis KEYS failed: \(r.stderr)") }
+            return r.stdout.split(separator: "\n").filter { !$0.isEmpty && !$0.hasSuffix("since") }.count
         }
     }
 
@@ -118,13 +120,23 @@ enum ReplayE2E {
         enforcement: enforce
     """
 
+    /// `clock_skew: 0s` unless `extra` sets it: stores that lost their state (memory at start, a fresh Redis)
+    /// refuse tokens minted before they came up plus clock_skew (SPEC §5), and tests mint right after start.
     static func appCheck(_ issuer: LocalIssuer, extra: String = "") -> String {
         """
           project_id: "demo-project"
           jwks:
             url: \(issuer.jwksURL)
+        \(extra.contains("clock_skew") ? "" : "  clock_skew: 0s")
         \(extra)
         """
+    }
+
+    /// Waits for the next whole second: tokens carry `iat` in whole seconds, so one minted from then on is not
+    /// earlier than a store that came up before this call (clock_skew 0).
+    static func waitForNextSecond() {
+        let start = Int(Date().timeIntervalSince1970)
+        while Int(Date().timeIntervalSince1970) <= start { usleep(10_000) }
     }
 
     /// The YAML of a gateway with `threads` loops whose replay store is `backend`.
@@ -143,6 +155,7 @@ enum ReplayE2E {
                    replayExtra: replayExtra, timeout: timeout)
         }
         do { try h.waitUntilReady(timeout: 15) } catch { h.stop(); throw error }
+        waitForNextSecond()
         return h
     }
 

@@ -2,6 +2,7 @@ import EventLoop
 import Foundation
 import JSONLog
 import Testing
+import TestSupport
 @testable import ReplayStores
 
 @Suite struct ReplaySQLiteTests {

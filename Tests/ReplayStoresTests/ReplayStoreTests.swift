@@ -4,103 +4,9 @@ import Foundation
 import JSONLog
 import Synchronization
 import Testing
+import TestSupport
 @testable import ReplayStores
 
-// MARK: - shared helpers for the replay store tests
-
-/// A running event loop owned by one test.
-final class ReplayTestLoop: Sendable {
-    let loop: EventLoop
-    init(_ name: String = "replay-test") throws {
-        loop = try EventLoop()
-        loop.startThread(name: name)
-    }
-    func stop() { loop.stop() }
-}
-
-/// Results collected from loop threads.
-final class ReplayCollector: Sendable {
-    private let results = Mutex<[ReplayResult]>([])
-    private let signal = DispatchSemaphore(value: 0)
-
-    func add(_ r: ReplayResult) {
-        results.withLock { $0.append(r) }
-        signal.signal()
-    }
-
-    /// Waits for `count` results, at most `seconds`; returns what arrived.
-    func wait(count: Int, seconds: Double = 5) -> [ReplayResult] {
-        let deadline = DispatchTime.now() + seconds
-        for _ in 0..<count {
-            if signal.wait(timeout: deadline) == .timedOut { break }
-        }
-        return results.withLock { $0 }
-    }
-}
-
-enum ReplayTest {
-    static func key(_ tag: String) -> [UInt8] {
-        // Deterministic 32-byte keys; the first byte varies with the tag so shards differ.
-        var bytes = [UInt8](repeating: 0, count: 32)
-        for (i, b) in tag.utf8.enumerated() { bytes[i % 32] = bytes[i % 32] &* 31 &+ b }
-        var h: UInt8 = 7
-        for b in tag.utf8 { h = h &* 33 &+ b }
-        bytes[0] = h
-        return bytes
-    }
-
-    static func randomKey() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255) } }
-
-    static func later(_ seconds: Double = 60) -> Double { Date().timeIntervalSince1970 + seconds }
-
-    /// Submits one consume per key on `loop` (all in one loop turn) and waits for every answer.
-    static func consume(_ client: ReplayClient, on loop: EventLoop, keys: [[UInt8]], expiresAt: Double,
-                        seconds: Double = 5) -> [ReplayResult] {
-        let collector = ReplayCollector()
-        let bound = LoopBound(value: client)
-        let ks = keys
-        loop.execute {
-            for k in ks { bound.value.consume(key: k, expiresAt: expiresAt) { collector.add($0) } }
-        }
-        return collector.wait(count: keys.count, seconds: seconds)
-    }
-
-    static func consumeOne(_ client: ReplayClient, on loop: EventLoop, key: [UInt8], expiresAt: Double = later(),
-                           seconds: Double = 5) -> ReplayResult? {
-        consume(client, on: loop, keys: [key], expiresAt: expiresAt, seconds: seconds).first
-    }
-
-    /// Polls `condition` every 20 ms until it holds or `seconds` pass.
-    static func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
-    /// 50 consumes of one key from two loops at once.
-    static func race(_ clients: [(ReplayClient, EventLoop)], key: [UInt8], total: Int = 50) -> [ReplayResult] {
-        let collector = ReplayCollector()
-        let start = DispatchSemaphore(value: 0)
-        for (i, (client, loop)) in clients.enumerated() {
-            let bound = LoopBound(value: client)
-            let n = total / clients.count + (i < total % clients.count ? 1 : 0)
-            loop.execute {
-                start.wait()
-                for _ in 0..<n { bound.value.consume(key: key, expiresAt: later()) { collector.add($0) } }
-            }
-        }
-        for _ in clients { start.signal() }
-        return collector.wait(count: total, seconds: 10)
-    }
-
-    static func isUnavailable(_ r: ReplayResult?) -> Bool {
-        if case .unavailable = r { return true }
-        return false
-    }
-}
 
 // MARK: - memory store
 
@@ -130,7 +36,7 @@ enum ReplayTest {
         let collector = ReplayCollector()
         loop.execute {
             var done = false
-            client.value.consume(key: ReplayTest.key("s"), expiresAt: ReplayTest.later()) { r in
+            client.value.consume(key: ReplayTest.key("s"), expiresAt: ReplayTest.later(), issuedAt: ReplayTest.later(0)) { r in
                 done = loop.inLoop
                 collector.add(r)
             }
@@ -168,10 +74,10 @@ enum ReplayTest {
     @Test func expiredButUnprunedEntryCountsAsFree() {
         let store = MemoryReplayStore()
         let k = ReplayTest.randomKey()
-        #expect(store.consume(key: k, expiresAt: 100, now: 50) == .consumed)
-        #expect(store.consume(key: k, expiresAt: 200, now: 99.9) == .reused)
-        #expect(store.consume(key: k, expiresAt: 200, now: 100) == .consumed)
-        #expect(store.consume(key: k, expiresAt: 300, now: 150) == .reused)
+        #expect(store.consume(key: k, expiresAt: 100, issuedAt: nil, now: 50) == .consumed)
+        #expect(store.consume(key: k, expiresAt: 200, issuedAt: nil, now: 99.9) == .reused)
+        #expect(store.consume(key: k, expiresAt: 200, issuedAt: nil, now: 100) == .consumed)
+        #expect(store.consume(key: k, expiresAt: 300, issuedAt: nil, now: 150) == .reused)
         store.sweep(now: 150)
         #expect(store.count == 1) // the stale heap element of expiry 100 did not remove the live entry
         store.sweep(now: 200)
@@ -184,19 +90,19 @@ enum ReplayTest {
         var second = first
         second[31] = 2
         first[0] = 5; second[0] = 5 // same shard
-        #expect(store.consume(key: first, expiresAt: 1000, now: 10) == .consumed)
-        #expect(store.consume(key: second, expiresAt: 1000, now: 10) == .unavailable("full"))
-        #expect(store.consume(key: first, expiresAt: 1000, now: 10) == .reused) // never evicted
+        #expect(store.consume(key: first, expiresAt: 1000, issuedAt: nil, now: 10) == .consumed)
+        #expect(store.consume(key: second, expiresAt: 1000, issuedAt: nil, now: 10) == .unavailable("full"))
+        #expect(store.consume(key: first, expiresAt: 1000, issuedAt: nil, now: 10) == .reused) // never evicted
         // Once the first expires its slot is reusable.
-        #expect(store.consume(key: second, expiresAt: 2000, now: 1000) == .consumed)
+        #expect(store.consume(key: second, expiresAt: 2000, issuedAt: nil, now: 1000) == .consumed)
         #expect(store.counters.errors == 1)
     }
 
     @Test func rejectsBadKeyLengthAndClosedStore() {
         let store = MemoryReplayStore()
-        #expect(ReplayTest.isUnavailable(store.consume(key: [1, 2, 3], expiresAt: 10, now: 1)))
+        #expect(ReplayTest.isUnavailable(store.consume(key: [1, 2, 3], expiresAt: 10, issuedAt: nil, now: 1)))
         store.close()
-        #expect(store.consume(key: ReplayTest.randomKey(), expiresAt: 10, now: 1) == .unavailable("closed"))
+        #expect(store.consume(key: ReplayTest.randomKey(), expiresAt: 10, issuedAt: nil, now: 1) == .unavailable("closed"))
         #expect(store.readinessProblem() != nil)
     }
 
@@ -231,9 +137,24 @@ enum ReplayTest {
         #expect(parse("+OK\r\n:1\r\n") == .value(.simple("OK"), consumed: 5))
     }
 
+    /// Nested arrays (CLUSTER SLOTS, script replies): whole, and every prefix asks for more.
+    @Test func parsesNestedArrays() {
+        let text = "*2\r\n*3\r\n:0\r\n:5460\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n*0\r\n+OK\r\n"
+        let value = RESP.Value.array([
+            .array([.integer(0), .integer(5460), .array([.bulk(Array("127.0.0.1".utf8)), .integer(7000)])]),
+            .array([]),
+        ])
+        #expect(parse(text) == .value(value, consumed: text.utf8.count - 5))
+        let bytes = Array(text.utf8)
+        for n in 0..<(bytes.count - 5) {
+            #expect(bytes[0..<n].withUnsafeBytes { RESP.parse($0) } == .needMore, "prefix \(n)")
+        }
+    }
+
     @Test func rejectsMalformedReplies() {
         for bad in ["?x\r\n", "+OK\n", "+O\rK\r\n", ":12a\r\n", ":\r\n", ":+1\r\n", "$-2\r\n", "$3\r\nabcd\r\n",
-                    "$99999999\r\n", "*1\r\n", ":99999999999999999999\r\n"] {
+                    "$99999999\r\n", "*99999999\r\n", "*1\r\n?x\r\n", "*-2\r\n",
+                    String(repeating: "*1\r\n", count: 6) + ":1\r\n", ":99999999999999999999\r\n"] {
             guard case .failure = parse(bad) else { Issue.record("accepted \(bad.debugDescription)"); continue }
         }
         let long = "+" + String(repeating: "a", count: RESP.maxLineLength + 10)
@@ -247,15 +168,38 @@ enum ReplayTest {
     }
 
     @Test func parsesRedisURLs() throws {
-        #expect(try RedisEndpoint.parse("redis://127.0.0.1:6379/0") == RedisEndpoint(host: "127.0.0.1", port: 6379, user: nil, password: nil, db: 0))
-        #expect(try RedisEndpoint.parse("redis://cache") == RedisEndpoint(host: "cache", port: 6379, user: nil, password: nil, db: 0))
-        #expect(try RedisEndpoint.parse("redis://u:p%40ss@h:7000/3") == RedisEndpoint(host: "h", port: 7000, user: "u", password: "p@ss", db: 3))
-        #expect(try RedisEndpoint.parse("redis://:secret@[::1]:6380") == RedisEndpoint(host: "::1", port: 6380, user: nil, password: "secret", db: 0))
-        for bad in ["http://h", "redis://", "redis://h:0", "redis://h:99999", "redis://h/x", "redis://user@h", "redis://h?x=1"] {
-            #expect(throws: ReplayStoreError.self, "\(bad)") { try RedisEndpoint.parse(bad) }
+        typealias N = RedisEndpoint.Node
+        func ep(_ nodes: [N], tls: Bool = false, cluster: Bool = false, ca: String? = nil, user: String? = nil,
+                password: String? = nil, db: Int = 0) -> RedisEndpoint {
+            RedisEndpoint(nodes: nodes, tls: tls, cluster: cluster, caFile: ca, user: user, password: password, db: db)
         }
-        #expect(throws: ReplayStoreError("replay.redis_url: rediss:// needs TLS support, not yet available")) {
-            try RedisEndpoint.parse("rediss://h:6380")
+        #expect(try RedisEndpoint.parse("redis://127.0.0.1:6379/0") == ep([N(host: "127.0.0.1", port: 6379)]))
+        #expect(try RedisEndpoint.parse("redis://cache") == ep([N(host: "cache", port: 6379)]))
+        #expect(try RedisEndpoint.parse("redis://u:p%40ss@h:7000/3") == ep([N(host: "h", port: 7000)], user: "u", password: "p@ss", db: 3))
+        #expect(try RedisEndpoint.parse("redis://:secret@[::1]:6380") == ep([N(host: "::1", port: 6380)], password: "secret"))
+        #expect(try RedisEndpoint.parse("rediss://app:pw@cache.internal:6380?ca_file=/etc/ca%20x.pem")
+                == ep([N(host: "cache.internal", port: 6380)], tls: true, ca: "/etc/ca x.pem", user: "app", password: "pw"))
+        #expect(try RedisEndpoint.parse("rediss://h") == ep([N(host: "h", port: 6379)], tls: true))
+        #expect(try RedisEndpoint.parse("redis+cluster://10.0.0.1:7000,10.0.0.2:7001,[::1]")
+                == ep([N(host: "10.0.0.1", port: 7000), N(host: "10.0.0.2", port: 7001), N(host: "::1", port: 6379)], cluster: true))
+        #expect(try RedisEndpoint.parse("rediss+cluster://:pw@h1:7000,h2:7000/0?ca_file=/ca.pem")
+                == ep([N(host: "h1", port: 7000), N(host: "h2", port: 7000)], tls: true, cluster: true, ca: "/ca.pem", password: "pw"))
+        let bad: [(String, String)] = [
+            ("http://h", "unknown scheme \"http\""), ("cache:6379", "unknown scheme \"none\""),
+            ("redis://", "missing host"), ("redis://:pw@:6379", "missing host"), ("redis://h:0", "bad port"),
+            ("redis://h:99999", "bad port"), ("redis://h:x", "bad port"), ("redis://h/x", "database must be a number"),
+            ("redis://user@h", "credentials"), ("redis://h?x=1", "unknown query parameter"),
+            ("redis://h?ca_file=/ca.pem", "ca_file needs a TLS scheme"), ("rediss://h?ca_file=", "ca_file is empty"),
+            ("redis://a:1,b:2", "several hosts need redis+cluster://"), ("redis+cluster://a:1,,b:2", "missing host"),
+            ("redis+cluster://a:1/2", "only database 0"), ("redis://h#f", "fragment"),
+        ]
+        for (url, fragment) in bad {
+            #expect(throws: ReplayStoreError.self, "\(url)") { try RedisEndpoint.parse(url) }
+            do { _ = try RedisEndpoint.parse(url) } catch {
+                #expect("\(error)".hasPrefix("replay.redis_url: ") && "\(error)".contains(fragment), "\(url): \(error)")
+            }
         }
+        // The password never appears in an error.
+        do { _ = try RedisEndpoint.parse("htp://u:hunter2@h") } catch { #expect(!"\(error)".contains("hunter2")) }
     }
 }

@@ -304,13 +304,19 @@ extension ConfigDecoder {
         if let v = f.value("store"), let store = choice(v, "replay.store", [ReplayStoreKind.memory, .sqlite, .redis]) { replay.store = store }
         if let v = f.value("sqlite_path"), let text = nonEmptyString(v, "replay.sqlite_path") { replay.sqlitePath = text }
         if let v = f.value("redis_url"), let text = nonEmptyString(v, "replay.redis_url") {
-            let lower = text.lowercased()
-            if !(lower.hasPrefix("redis://") || lower.hasPrefix("rediss://")) {
-                error(v, "replay.redis_url must start with redis:// or rediss:// (TLS), got '\(text)'")
-            } else if let host = URLComponents(string: text)?.host, !host.isEmpty {
-                replay.redisURL = text
-            } else {
-                error(v, "invalid replay.redis_url '\(text)': expected redis://[user:password@]host[:port][/db]")
+            // Checked in full here (scheme, hosts, ports, credentials, ca_file) so a bad URL is a FILE:LINE:COLUMN
+            // error at load rather than a start-up failure. The text never echoes the password.
+            do {
+                let endpoint = try RedisEndpoint.parse(text)
+                if let caFile = endpoint.caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+                    error(v, "replay.redis_url: ca_file \(caFile) is not readable")
+                } else {
+                    replay.redisURL = text
+                }
+            } catch let e as ReplayStoreError {
+                error(v, e.description)
+            } catch {
+                self.error(v, "replay.redis_url: \(error)")
             }
         }
         if let v = f.value("key_prefix"), let text = string(v, "replay.key_prefix") { replay.keyPrefix = text }

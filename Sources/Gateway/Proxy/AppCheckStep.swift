@@ -115,7 +115,8 @@ final class AppCheckStep {
         guard let replay = worker.replayClient else {
             return completion(storeUnavailable(outcome))
         }
-        replay.consume(key: verified.replayKey, expiresAt: verified.expiresAt + policy.clockSkew) { [weak self] result in
+        replay.consume(key: verified.replayKey, expiresAt: verified.expiresAt + policy.clockSkew,
+                       issuedAt: verified.issuedAt - policy.clockSkew) { [weak self] result in
             guard let self else { return }
             switch result {
             case .consumed:
