@@ -10,6 +10,8 @@ let package = Package(
     name: "appcheck-gateway",
     products: [
         .executable(name: "appcheck-gateway", targets: ["appcheck-gateway"]),
+        .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
@@ -23,6 +25,8 @@ let package = Package(
         .target(name: "EventLoop", dependencies: ["CSystemShims", "COpenSSL"], swiftSettings: hotPath),
         .target(name: "HTTPWire", dependencies: ["CNghttp2"], swiftSettings: hotPath),
         .target(name: "AppCheck", dependencies: ["COpenSSL"], swiftSettings: hotPath),
+        .target(name: "AppAttest", dependencies: ["COpenSSL"]),
+        .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]),
         .target(name: "Gateway", dependencies: ["EventLoop", "HTTPWire", "AppCheck", "CSystemShims", "COpenSSL", "CSQLite", "Yams"],
                 swiftSettings: hotPath),
         .executableTarget(name: "appcheck-gateway", dependencies: [
@@ -33,6 +37,8 @@ let package = Package(
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),
+        .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
+                    resources: [.copy("Vectors")]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "AppCheck", "EventLoop", "HTTPWire"]),
     ],
     swiftLanguageModes: [.v6]
