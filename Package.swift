@@ -33,13 +33,13 @@ let package = Package(
             "Gateway", "AppCheck",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .target(name: "TestSupport", dependencies: ["Gateway", "EventLoop", "HTTPWire", "AppCheck", "CSystemShims"]),
+        .target(name: "TestSupport", dependencies: ["Gateway", "EventLoop", "HTTPWire", "AppCheck", "AppAttest", "AppAttestSimulator", "CSystemShims"]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),
         .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
                     resources: [.copy("Vectors")]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "AppCheck", "EventLoop", "HTTPWire"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "TestSupport", "AppCheck", "AppAttest", "EventLoop", "HTTPWire"]),
     ],
     swiftLanguageModes: [.v6]
 )
