@@ -13,6 +13,8 @@ let package = Package(
         // The codecs and the verifier, for fuzz targets and other packages (see docs/architecture.md).
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "AppCheck", targets: ["AppCheck"]),
+        .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
@@ -33,6 +35,8 @@ let package = Package(
         .target(name: "KeySets", dependencies: [
             "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims", "COpenSSL",
         ]),
+        .target(name: "AppAttest", dependencies: ["COpenSSL"]),
+        .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]),
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
         .target(name: "Gateway", dependencies: [
@@ -49,16 +53,19 @@ let package = Package(
 
         // Tests; helpers shared by test targets live in TestSupport.
         .target(name: "TestSupport", dependencies: [
-            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "ReplayStores",
+            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "ReplayStores", "AppAttest",
+            "AppAttestSimulator",
         ]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),
+        .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
+                    resources: [.copy("Vectors")]),
         .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),
         .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: [
-            "Gateway", "GatewayTools", "KeySets", "ReplayStores", "JSONLog", "TestSupport", "AppCheck", "EventLoop",
-            "HTTPWire",
+            "Gateway", "GatewayTools", "KeySets", "ReplayStores", "JSONLog", "TestSupport", "AppCheck", "AppAttest",
+            "EventLoop", "HTTPWire",
         ]),
         .testTarget(name: "GatewayToolsTests", dependencies: ["GatewayTools", "Gateway", "TestSupport", "EventLoop"]),
     ],

@@ -1,0 +1,11 @@
+/// The `provider` claim of a token minted by the gateway's own issuer (SPEC §10): which exchange made it.
+public enum MintedTokenProvider: String, Sendable, CaseIterable {
+    /// `exchangeAppAttestAttestation` or `exchangeAppAttestAssertion`.
+    case appAttest = "app_attest"
+    /// `exchangeDeviceCheckToken`.
+    case deviceCheck = "device_check"
+    /// `exchangeDebugToken`.
+    case debug
+    /// `exchangeCustomToken`.
+    case custom
+}
