@@ -105,6 +105,9 @@ final class AppCheckStep {
         case .success(let v): verified = v
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
+        if let reason = AppCheckVerifier.checkProvider(verified, allowed: route.providers) {
+            return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
+        }
         var outcome = AppCheckOutcome(status: "verified", outcome: "verified")
         outcome.appId = verified.appId
         outcome.tokenSHA256 = fingerprint
