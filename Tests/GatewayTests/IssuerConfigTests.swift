@@ -1,4 +1,5 @@
 import Foundation
+import JSONLog
 import Testing
 import TestSupport
 @testable import Gateway
@@ -131,6 +132,15 @@ import TestSupport
         #expect(printed.contains("exchangeAppAttestAttestation (production+development)"))
         #expect(printed.contains("exchangeDeviceCheckToken"))
         #expect(!printed.contains("0123456789abcdef0123"), "a debug secret must never be printed")
+    }
+
+    @Test func serveRefusesTheIssuerUntilItIsServed() throws {
+        let keys = try KeyFiles()
+        let settings = try load(issuer(keys, apps: Self.fullApp)).get()
+        let server = GatewayServer(settings: settings, logSink: LogSink(fd: 2, level: .error))
+        #expect(throws: (any Error).self) { try server.start() }
+        #expect(GatewayServer.unservedSections(settings) == "issuer: is validated by check-config but not served by this version yet; remove it to serve")
+        #expect(describeRoutes(settings).contains("note: issuer: is validated by check-config but not served"))
     }
 
     @Test func noIssuerSectionMeansNoIssuer() throws {

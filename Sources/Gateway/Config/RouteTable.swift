@@ -35,6 +35,7 @@ public func describeRoutes(_ settings: Settings) -> String {
     }
     lines += alignedRows(rows).map { "  " + $0 }
     if let issuer = settings.issuer { lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber) }
+    if let problem = GatewayServer.unservedSections(settings) { lines.append("note: \(problem)") }
     return lines.joined(separator: "\n") + "\n"
 }
 

@@ -43,10 +43,21 @@ public final class GatewayServer: @unchecked Sendable {
 
     public var settings: Settings { currentSettings.withLock { $0 } }
 
+    /// Sections `check-config` validates but this version does not serve yet: `serve` refuses to start with them
+    /// rather than run without what the file asks for (docs/configuration.md, "not yet served").
+    public static func unservedSections(_ settings: Settings) -> String? {
+        var names: [String] = []
+        if settings.issuer != nil { names.append("issuer:") }
+        if !settings.appCheck.trustedIssuers.isEmpty { names.append("app_check.trusted_issuers") }
+        guard !names.isEmpty else { return nil }
+        return "\(names.joined(separator: " and ")) \(names.count == 1 ? "is" : "are") validated by check-config but not served by this version yet; remove \(names.count == 1 ? "it" : "them") to serve"
+    }
+
     /// Binds every listener and starts the loops. Throws on a bind failure (nothing keeps running then).
     public func start() throws {
         CSystemShims_ignore_sigpipe()
         let settings = self.settings
+        if let problem = Self.unservedSections(settings) { throw SocketError(problem, errno: 0) }
         let runtime = try Runtime(settings: settings, generation: 0)
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {
