@@ -10,6 +10,10 @@ let package = Package(
     name: "appcheck-gateway",
     products: [
         .executable(name: "appcheck-gateway", targets: ["appcheck-gateway"]),
+        // Library products: what Fuzz/ links its libFuzzer targets against (and what other packages may use).
+        .library(name: "HTTPWire", targets: ["HTTPWire"]),
+        .library(name: "AppCheck", targets: ["AppCheck"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
