@@ -1,12 +1,13 @@
 # The two commands a newcomer runs: `make demo` and `make test`. Each installs the Debian packages it
-# needs when they are missing (see .ci/ensure-packages).
+# needs when they are missing (see .ci/ensure-packages). CI (.ci/run) runs `make test`, then
+# `make container-test`.
 
 SWIFT ?= swift
 BUILD_PACKAGES := libssl-dev libnghttp2-dev libsqlite3-dev pkg-config
 TEST_PACKAGES  := curl openssl nghttp2-client redis-server sqlite3 python3-venv chromium prometheus
 BENCH_PACKAGES := wrk nginx-light nghttp2-client valgrind redis-server openssl
 
-.PHONY: demo test conformance build release bench deps-build deps-test deps-bench clean
+.PHONY: demo test conformance fuzz-smoke container-test build release bench deps-build deps-test deps-bench clean
 
 deps-build:
 	@.ci/ensure-packages $(BUILD_PACKAGES)
@@ -30,12 +31,24 @@ test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory fuzz-smoke
 
 # Every token of a 370+-token corpus through firebase-admin's app_check.verify_token (from PyPI, in a
 # throwaway virtualenv) and our `verify`; ends with `N passed, M failed`. See Tests/conformance/README.md.
 conformance: build
 	@.ci/ensure-packages python3-venv
 	Tests/conformance/run.sh
+
+# Every libFuzzer target in Fuzz/ for FUZZ_SECONDS (default 15) each; fails on any crash, leak or timeout.
+# Long runs by hand: Fuzz/run.sh TARGET [SECONDS]. See Fuzz/README.md.
+fuzz-smoke: deps-build
+	Fuzz/smoke.sh
+
+# Builds the image from the Dockerfile, runs it (non-root, probes, HEALTHCHECK, a verified and a refused
+# request, SIGTERM) and brings Config/compose.yaml up (two replicas, one Redis). Docker or Podman; see the
+# script's header for machines without a registry.
+container-test:
+	.ci/container-test
 
 bench: deps-bench release
 	Benchmarks/run.sh

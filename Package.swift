@@ -10,11 +10,13 @@ let package = Package(
     name: "appcheck-gateway",
     products: [
         .executable(name: "appcheck-gateway", targets: ["appcheck-gateway"]),
-        // The codecs and the verifier, for fuzz targets and other packages (see docs/architecture.md).
+        // Library products: the codecs and verifiers (and the config loader, through Gateway) that Fuzz/ links its
+        // libFuzzer targets against (see docs/architecture.md).
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "AppCheck", targets: ["AppCheck"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),

@@ -62,7 +62,10 @@ struct Serve: ParsableCommand {
             printError("appcheck-gateway: cannot start: \(error)")
             throw ExitCode(1)
         }
+        let adminFile = AdminAddressFile.fromEnvironment()
+        if let adminFile, let address = server.adminAddress { adminFile.write(address.description, log: server.logSink) }
         server.runUntilTerminated(configPath: options.path, environment: ProcessInfo.processInfo.environment)
+        adminFile?.remove()
     }
 }
 
@@ -80,18 +83,31 @@ struct CheckConfig: ParsableCommand {
 
 struct Healthcheck: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "GET /readyz on the configured admin address; exit 0 when ready (for container health checks).")
+        abstract: "GET /readyz on the running server's admin address; exit 0 when ready (for container health checks).",
+        discussion: """
+        Without --config, probes the address the running `serve` wrote to $APPCHECK_GATEWAY_ADMIN_FILE (the \
+        container image sets it), so the check follows whatever --config the server was started with. With \
+        --config, or when that file is absent, reads admin_listen from the configuration.
+        """)
     @OptionGroup var options: ConfigOption
     @Option(help: "Seconds to wait for an answer.") var timeout: Double = 2
 
     func run() throws {
-        let settings = try options.load()
-        guard let admin = settings.server.adminListen else {
-            printError("appcheck-gateway: healthcheck: no admin_listen configured")
-            throw ExitCode(1)
+        let host: String
+        let port: UInt16
+        if options.config == nil, let written = AdminAddressFile.fromEnvironment()?.read() {
+            (host, port) = written
+        } else {
+            let settings = try options.load()
+            guard let admin = settings.server.adminListen else {
+                printError("appcheck-gateway: healthcheck: no admin_listen configured")
+                throw ExitCode(1)
+            }
+            (host, port) = (admin.host, admin.port)
         }
-        let host = admin.host == "0.0.0.0" ? "127.0.0.1" : admin.host == "::" ? "::1" : admin.host
-        switch AdminProbe.get(host: host, port: admin.port, path: "/readyz", timeout: timeout) {
+        // A wildcard bind answers on loopback.
+        let probeHost = host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host
+        switch AdminProbe.get(host: probeHost, port: port, path: "/readyz", timeout: timeout) {
         case .success(let (status, body)):
             print("\(status) \(body.trimmingCharacters(in: .whitespacesAndNewlines))")
             if status != 200 { throw ExitCode(1) }

@@ -1,0 +1,15 @@
+// libFuzzer target: the YAML configuration loader (Gateway.ConfigLoader.load(yaml:…): Yams/libyaml, then the
+// decoder's validation). Any input gives settings or a non-empty list of located errors, never a crash.
+import Gateway
+
+let environment = ["FUZZ": "1", "PORT": "8080", "EMPTY": ""]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    switch ConfigLoader.load(yaml: text, path: "fuzz.yaml", environment: environment, cores: 2) {
+    case .success: break
+    case .failure(let errors): precondition(!errors.errors.isEmpty)
+    }
+    return 0
+}

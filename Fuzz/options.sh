@@ -1,0 +1,21 @@
+# Shared by Fuzz/run.sh and Fuzz/smoke.sh (sourced).
+# The Swift runtime's backtracer would spend minutes symbolicating a crash before libFuzzer can save the input.
+export SWIFT_BACKTRACE=enable=no
+# Leaks are findings; a crash report is symbolized (llvm-symbolizer ships with Swift).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+# One input taking over 10 s is a finding (a hang); 2 GiB of memory is one too.
+FUZZ_FLAGS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -reload=0)
+
+# Largest input per target: a little over each parser's own bound, so the limit paths are reached.
+max_len() {
+  case $1 in
+    http-request-head|http-response-head) echo 17000 ;;  # 16 KiB head limit
+    token) echo 4200 ;;                                    # 4 KiB token limit
+    *) echo 8192 ;;
+  esac
+}
+
+# A libFuzzer dictionary when the target has one (Fuzz/dict/TARGET.dict).
+dict_flag() {
+  [ -f "Fuzz/dict/$1.dict" ] && echo "-dict=Fuzz/dict/$1.dict" || true
+}
