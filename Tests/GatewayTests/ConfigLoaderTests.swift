@@ -6,17 +6,7 @@ import TestSupport
 // MARK: Fixtures
 
 /// The smallest valid configuration; tests append or prepend the part they exercise.
-private let minimalTail = """
-app_check:
-  project_number: "123456789012"
-upstreams:
-  api:
-    url: http://127.0.0.1:3000
-routes:
-  - name: all
-    prefix: /
-    upstream: api
-"""
+private let minimalTail = ConfigFixture.minimal
 
 private func makeLoad(_ yaml: String, environment: [String: String] = [:], cores: Int = 4)
     -> Result<Settings, ConfigErrors> {

@@ -4,21 +4,9 @@ import Testing
 
 /// `dashboard:` (SPEC §3, §7.1): defaults, values, and FILE:LINE:COLUMN errors like every other section.
 @Suite struct DashboardConfigTests {
-    static let tail = """
-    app_check:
-      project_number: "123456789012"
-    upstreams:
-      api:
-        url: http://127.0.0.1:3000
-    routes:
-      - name: all
-        prefix: /
-        upstream: api
-    """
+    static let tail = ConfigFixture.minimal
 
-    static func load(_ yaml: String) -> Result<Settings, ConfigErrors> {
-        ConfigLoader.load(yaml: yaml, path: "gw.yaml", environment: [:], cores: 2)
-    }
+    static func load(_ yaml: String) -> Result<Settings, ConfigErrors> { ConfigFixture.load(yaml) }
 
     @Test func defaultsWhenAbsent() throws {
         let s = try Self.load(Self.tail).get()

@@ -71,9 +71,7 @@ import TestSupport
           session_ttl: 2h
     """
 
-    func load(_ yaml: String) -> Result<Settings, ConfigErrors> {
-        ConfigLoader.load(yaml: yaml, path: "gw.yaml", environment: [:], cores: 2)
-    }
+    func load(_ yaml: String) -> Result<Settings, ConfigErrors> { ConfigFixture.load(yaml) }
 
     func errors(_ yaml: String, sourceLocation: SourceLocation = #_sourceLocation) -> [ConfigError] {
         switch load(yaml) {
@@ -239,28 +237,13 @@ import TestSupport
     }
 }
 
-/// `routes[].providers` (SPEC §3, §4.2 step 7) and `app_check.trusted_issuers` (§4.3).
+/// `routes[].providers` (docs/configuration.md, check 7) and `app_check.trusted_issuers`.
 @Suite struct ProvidersAndTrustedIssuersConfigTests {
-    static let base = """
-    app_check:
-      project_number: "123456789012"
-    upstreams:
-      api:
-        url: http://127.0.0.1:3000
-    routes:
-      - name: all
-        prefix: /
-        upstream: api
-    """
+    static let base = ConfigFixture.minimal
 
-    func load(_ yaml: String) -> Result<Settings, ConfigErrors> {
-        ConfigLoader.load(yaml: yaml, path: "gw.yaml", environment: [:], cores: 2)
-    }
+    func load(_ yaml: String) -> Result<Settings, ConfigErrors> { ConfigFixture.load(yaml) }
 
-    func messages(_ yaml: String) -> [String] {
-        if case let .failure(errors) = load(yaml) { return errors.errors.map { "\($0.line):\($0.column): \($0.message)" } }
-        return []
-    }
+    func messages(_ yaml: String) -> [String] { ConfigFixture.messages(yaml) }
 
     @Test func providersAreListedPerRoute() throws {
         let settings = try load(Self.base + "\n    providers: [app_attest, device_check]").get()

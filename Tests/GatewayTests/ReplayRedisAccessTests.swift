@@ -173,17 +173,7 @@ import Testing
 
 /// `replay.redis_url` errors carry the file, line and column of the value (SPEC §3), and say what is wrong.
 @Suite struct RedisURLConfigTests {
-    static let tail = """
-    app_check:
-      project_number: "123456789012"
-    upstreams:
-      api:
-        url: http://127.0.0.1:3000
-    routes:
-      - name: all
-        prefix: /
-        upstream: api
-    """
+    static let tail = ConfigFixture.minimal
 
     @Test(arguments: [
         ("ftp://cache:6379", "unknown scheme \"ftp\""),
