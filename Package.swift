@@ -42,8 +42,8 @@ let package = Package(
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
         .target(name: "Gateway", dependencies: [
-            "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "KeySets", "ReplayStores", "CSystemShims", "COpenSSL",
-            "Yams",
+            "EventLoop", "HTTPWire", "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "CSystemShims",
+            "COpenSSL", "Yams",
         ], swiftSettings: hotPath),
         .target(name: "GatewayTools", dependencies: [
             "Gateway", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "COpenSSL",
