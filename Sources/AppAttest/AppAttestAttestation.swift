@@ -1,4 +1,4 @@
-/// A verified App Attest attestation: what the issuer stores for the key (SPEC §10).
+/// A verified App Attest attestation: what the issuer stores for the key (docs/issuer.md).
 public struct AppAttestAttestation: Sendable, Equatable {
     /// The key ID (SHA-256 of the public key's uncompressed point), 32 bytes.
     public let keyId: [UInt8]

@@ -1,4 +1,4 @@
-/// The assertion counter rule (SPEC §10): a counter is accepted only when strictly greater than the stored
+/// The assertion counter rule (docs/issuer.md): a counter is accepted only when strictly greater than the stored
 /// one, and the caller stores it with one atomic compare-and-set (`UPDATE … WHERE counter < new`, a Redis
 /// script, a lock), so two assertions with the same counter never both pass.
 public enum AppAttestCounter {

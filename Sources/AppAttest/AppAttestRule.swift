@@ -1,4 +1,4 @@
-/// The rule a refused attestation or assertion broke, one per check, named for the log line (SPEC §10).
+/// The rule a refused attestation or assertion broke, one per check, named for the log line (docs/issuer.md).
 ///
 /// `malformed` is the only rule about the shape of the input (HTTP 400 upstream); every other one is a
 /// refusal of well-formed evidence (HTTP 403).

@@ -1,5 +1,5 @@
 /// Verifies App Attest attestations and assertions (Apple's "Validating apps that connect to your server",
-/// SPEC §10). Pure: the time is passed in, no I/O, no logging; each refusal names its `AppAttestRule`.
+/// docs/issuer.md). Pure: the time is passed in, no I/O, no logging; each refusal names its `AppAttestRule`.
 ///
 /// Immutable and safe to share between threads; build one per trusted root and reuse it.
 public struct AppAttestVerifier: Sendable {
@@ -92,7 +92,7 @@ public struct AppAttestVerifier: Sendable {
     }
 
     /// Verifies an assertion object (`{signature, authenticatorData}`, nothing else) made by `publicKey`
-    /// over `clientData` (for the Firebase protocol: artifact ‖ challenge, SPEC §10).
+    /// over `clientData` (for the Firebase protocol: artifact ‖ challenge, docs/issuer.md).
     ///
     /// clientDataHash = SHA-256(clientData); the DER ECDSA P-256 signature must verify with SHA-256 over
     /// nonce = SHA-256(authenticatorData ‖ clientDataHash) (so the signed digest is SHA-256(nonce), as every

@@ -3,7 +3,7 @@ import Synchronization
 
 /// A simulated iPhone with one App Attest key: it attests the key under a `SimulatedAppAttestCA` and signs
 /// assertions, producing the exact objects a real device sends. Every field can be overridden, so a test
-/// can break one rule of SPEC §10 at a time. Development and tests only; the key lives in memory.
+/// can break one rule of docs/issuer.md at a time. Development and tests only; the key lives in memory.
 public final class SimulatedAppAttestDevice: @unchecked Sendable {
     /// Overrides for one attestation; the defaults give a valid object.
     public struct AttestationOptions: Sendable {

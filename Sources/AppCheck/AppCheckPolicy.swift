@@ -44,7 +44,7 @@ public struct AppCheckPolicy: Sendable {
         "https://firebaseappcheck.googleapis.com/" + projectNumber
     }
 
-    /// The same rules for tokens of another key set, whose `iss` must be `issuer` (SPEC §4.2 step 6: a key
+    /// The same rules for tokens of another key set, whose `iss` must be `issuer` (docs/behaviour.md step 6: a key
     /// vouches only for its own issuer).
     public func withIssuer(_ issuer: String) -> AppCheckPolicy {
         AppCheckPolicy(projectNumber: projectNumber, projectId: projectId, appIds: appIds, clockSkew: clockSkew,

@@ -95,7 +95,7 @@ public enum AppCheckVerifier {
         return .success(verified)
     }
 
-    /// The longest `sub` accepted (SPEC §6): Firebase App IDs are under 100 characters.
+    /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.
     public static let maxAppIdLength = 1024
 
     /// `sub` is 1–`maxAppIdLength` bytes, each 0x21–0x7E (printable ASCII, no space).
@@ -108,7 +108,7 @@ public enum AppCheckVerifier {
         return count >= 1 && count <= maxAppIdLength
     }
 
-    /// Step 7 (SPEC §4.2): when the route lists `providers`, the token's `provider` claim — `unspecified` when
+    /// Step 7 (docs/behaviour.md): when the route lists `providers`, the token's `provider` claim — `unspecified` when
     /// absent — must be one of them, else `providerNotAllowed`. An empty set admits every token.
     public static func checkProvider(_ claims: VerifiedClaims, allowed: Set<String>) -> AppCheckReason? {
         guard !allowed.isEmpty else { return nil }

@@ -1,4 +1,4 @@
-/// The bearer token Apple's DeviceCheck API requires (SPEC §10, issue 12): a compact JWS signed ES256 with
+/// The bearer token Apple's DeviceCheck API requires (docs/issuer.md, issue 12): a compact JWS signed ES256 with
 /// the team's `.p8` key, header `{"alg":"ES256","kid":<key_id>}`, claims `{"iss":<team_id>,"iat":<seconds>}`.
 ///
 /// Lives beside the other JWS code (AppCheck) rather than in AppAttest so there is one ES256 and one

@@ -1,7 +1,7 @@
 import COpenSSL
 
 /// A P-256 public key for ES256 (RFC 7518 §3.4): verifies JWS signatures in the JOSE form, the 64 bytes
-/// R ‖ S (each 32 bytes, big-endian, left-padded), not DER. For custom tokens (SPEC §10) and tests.
+/// R ‖ S (each 32 bytes, big-endian, left-padded), not DER. For custom tokens (docs/issuer.md) and tests.
 /// Immutable and safe to share between threads.
 public struct ES256PublicKey: Sendable {
     let key: EVPKey

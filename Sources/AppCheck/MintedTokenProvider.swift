@@ -1,4 +1,4 @@
-/// The `provider` claim of a token minted by the gateway's own issuer (SPEC §10): which exchange made it.
+/// The `provider` claim of a token minted by the gateway's own issuer (docs/issuer.md): which exchange made it.
 public enum MintedTokenProvider: String, Sendable, CaseIterable {
     /// `exchangeAppAttestAttestation` or `exchangeAppAttestAssertion`.
     case appAttest = "app_attest"

@@ -21,7 +21,7 @@ public enum TokenMinter {
         return try mintRaw(headerJSON: header, payloadJSON: claims, key: key)
     }
 
-    /// A token of the gateway's own issuer (SPEC §10): as `mint`, but `iss` is `<issuerURL>/<projectNumber>`,
+    /// A token of the gateway's own issuer (docs/issuer.md): as `mint`, but `iss` is `<issuerURL>/<projectNumber>`,
     /// and the claims always carry `jti` (128 random bits, base64url) and `provider`.
     public static func mintIssued(key: RSAPrivateKey, kid: String, issuerURL: String, projectNumber: String, projectId: String? = nil,
                                   appId: String, issuedAt: Int, ttl: Int, provider: MintedTokenProvider) throws(RSAKeyError) -> String {

@@ -56,7 +56,7 @@ public struct ATSCheckError: Error, CustomStringConvertible, Sendable {
     public var description: String { message }
 }
 
-/// Audits a live TLS endpoint against Apple App Transport Security (SPEC §8), with blocking sockets and
+/// Audits a live TLS endpoint against Apple App Transport Security (docs/behaviour.md), with blocking sockets and
 /// timeouts (a command-line tool; never call it on an event-loop thread). Each probe is a separate
 /// connection and handshake, no application data is sent.
 public enum ATSChecker {

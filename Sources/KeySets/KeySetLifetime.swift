@@ -1,4 +1,4 @@
-/// How long a fetched key set counts as fresh (SPEC §4.3: `min(Cache-Control max-age, jwks.max_age)`).
+/// How long a fetched key set counts as fresh (docs/behaviour.md: `min(Cache-Control max-age, jwks.max_age)`).
 ///
 /// - `max-age=N` (RFC 9111 §5.2.2.1; a quoted value is tolerated): `min(N, maxAge)`.
 /// - No `Cache-Control`, no `max-age`, or an invalid or repeated one: `maxAge`.

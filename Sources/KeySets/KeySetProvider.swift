@@ -5,7 +5,7 @@ import Glibc
 import JSONLog
 import Synchronization
 
-/// Fetches and refreshes the App Check key set (SPEC §4.3) on one background thread of its own, so no event
+/// Fetches and refreshes the App Check key set (docs/behaviour.md) on one background thread of its own, so no event
 /// loop ever blocks on DNS, TCP, TLS or a file, and hands each new `KeySetSnapshot` to its subscribers.
 ///
 /// Policy:
@@ -142,7 +142,7 @@ public final class KeySetProvider: @unchecked Sendable {
     /// The current snapshot (usable or not), for status pages and tests; loops use `subscribe`.
     public var current: KeySetSnapshot? { state.withLock { $0.current } }
 
-    /// Whether a usable snapshot exists (SPEC §7 readiness).
+    /// Whether a usable snapshot exists (docs/operations.md readiness).
     public var isReady: Bool { current?.usable(at: clock()) ?? false }
 
     /// The last fetch's error, `nil` after a success.

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Timeline: fresh until `fetchedAt + lifetime` (the provider refreshes before that), then stale but still
 /// served for `maxStale` more seconds while refreshes fail, then unusable: enforce routes answer
-/// `503 jwks_unavailable` (SPEC §4.3).
+/// `503 jwks_unavailable` (docs/behaviour.md).
 public final class KeySetSnapshot: Sendable {
     /// Where the keys came from.
     public enum Source: String, Sendable {

@@ -2,7 +2,7 @@ import Foundation
 
 /// The provider's state for `/readyz` and `/metrics` (read under a lock; never on the per-request path).
 public struct KeySetStatus: Sendable {
-    /// A usable snapshot exists (SPEC §7 readiness).
+    /// A usable snapshot exists (docs/operations.md readiness).
     public var isReady: Bool
     /// Keys in the current snapshot (`appcheck_jwks_keys`); 0 without one.
     public var keyCount: Int

@@ -2,7 +2,7 @@ import EventLoop
 import Synchronization
 
 /// `replay.store: memory` — single process, lost on restart. Single use still holds across a restart
-/// (SPEC §5): the store's state begins when it is created (`stateSince`, at process start), and every token
+/// (docs/replay.md): the store's state begins when it is created (`stateSince`, at process start), and every token
 /// whose `iat - clock_skew` is earlier is refused as `reused`: a client that held a token across a restart
 /// fetches a fresh one.
 ///

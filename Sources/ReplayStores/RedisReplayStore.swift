@@ -4,7 +4,7 @@ import Glibc
 import JSONLog
 import Synchronization
 
-/// `replay.store: redis` — shared by any number of gateway instances (SPEC §5, §9): one server
+/// `replay.store: redis` — shared by any number of gateway instances (docs/replay.md): one server
 /// (`redis://`, `rediss://` over TLS) or a cluster (`redis+cluster://`, `rediss+cluster://`).
 ///
 /// - One non-blocking connection per node per event loop, spoken on that loop (`RedisConnection`: RESP
@@ -16,7 +16,7 @@ import Synchronization
 ///   group's state began; created as "now" when missing), answer "reused" when the token's `iat - clock_skew`
 ///   is earlier than the marker, else `SET key 1 NX PXAT <exp + clock_skew>`: set = consumed, not set = reused.
 ///
-/// State loss (SPEC §5): a Redis restarted without persistence, `FLUSHALL`/`FLUSHDB`, a key eviction, or a
+/// State loss (docs/replay.md): a Redis restarted without persistence, `FLUSHALL`/`FLUSHDB`, a key eviction, or a
 /// cluster node that lost its data all delete markers; the next consume in that group recreates the marker
 /// as "now" in the same atomic step, so every token minted before the loss is refused. Markers are also
 /// created (`SET NX`) whenever a connection comes up, so a new deployment's state begins at the gateway's

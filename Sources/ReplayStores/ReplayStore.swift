@@ -4,7 +4,7 @@ import Glibc
 import JSONLog
 import Synchronization
 
-/// The answer of a replay store to one `consume` (SPEC §5).
+/// The answer of a replay store to one `consume` (docs/replay.md).
 public enum ReplayResult: Sendable, Equatable {
     /// The key was free (absent or expired) and is now taken until its expiry: the token may pass.
     case consumed
@@ -32,11 +32,11 @@ public protocol ReplayStore: AnyObject, Sendable {
 public protocol ReplayClient: AnyObject {
     /// Atomically takes `key` unless it is taken and unexpired.
     ///
-    /// State loss (SPEC §5): a store that may have forgotten what it knew (the memory store at each start, a
+    /// State loss (docs/replay.md): a store that may have forgotten what it knew (the memory store at each start, a
     /// Redis server restarted without persistence or flushed) answers `.reused` for every token minted before
     /// the moment its state came back, so single use holds across the loss; SQLite is durable and never does.
     /// - Parameters:
-    ///   - key: 32 bytes (the SHA-256 replay key of SPEC §5).
+    ///   - key: 32 bytes (the SHA-256 replay key of docs/replay.md).
     ///   - expiresAt: unix seconds when the entry becomes free again (`exp + clock_skew`).
     ///   - issuedAt: unix seconds, the token's `iat - clock_skew` (the earliest the token can have been minted
     ///     by this host's clock): refused as `.reused` when earlier than the moment the store's state began.

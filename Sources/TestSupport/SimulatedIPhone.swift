@@ -5,7 +5,7 @@ import Foundation
 /// The thin test-side wrapper over `AppAttestSimulator` for end-to-end issuer tests: a fresh test App Attest
 /// CA whose root is written to a file (for the config's `root_ca_file`), and one device that speaks what
 /// Apple's AppCheckCore sends — standard base64 of the key ID, attestation and assertion, with
-/// clientDataHash = SHA-256(challenge) and assertion clientData = artifact ‖ challenge (SPEC §10).
+/// clientDataHash = SHA-256(challenge) and assertion clientData = artifact ‖ challenge (docs/issuer.md).
 /// The CA, leaf and CBOR core live in the `AppAttestSimulator` library so a non-test target (the demo's
 /// `simulate-device`) can reuse them.
 public final class SimulatedIPhone: @unchecked Sendable {

@@ -180,7 +180,7 @@ struct Demo: ParsableCommand {
                                    appId: Self.appId, issuedAt: now, ttl: ttl, jti: jti)) ?? "?"
         }
         let session = mint(ttl: 3600, jti: nil)
-        // The memory replay store refuses tokens minted before it started plus clock_skew (SPEC §5: a previous
+        // The memory replay store refuses tokens minted before it started plus clock_skew (docs/replay.md: a previous
         // process may have accepted them). The demo's single-use token is therefore dated clock_skew ahead,
         // from the next whole second (iat is in seconds): valid at once, as the verifier allows iat up to
         // now + clock_skew.

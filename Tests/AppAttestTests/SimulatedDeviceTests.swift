@@ -2,7 +2,7 @@ import AppAttest
 import AppAttestSimulator
 import Testing
 
-/// End to end through the simulator: a valid attestation and assertion pass, and each rule of SPEC §10
+/// End to end through the simulator: a valid attestation and assertion pass, and each rule of docs/issuer.md
 /// broken alone fails with exactly that rule.
 @Suite struct SimulatedDeviceTests {
     static let now: Int64 = 1_795_478_400 // 2026-11-23T00:00:00Z

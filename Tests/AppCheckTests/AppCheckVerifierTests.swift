@@ -55,7 +55,7 @@ import Testing
         #expect(try reason(["sub": "12345"]) == .malformed)  // numeric sub
         #expect(try reason(["sub": "\"\""]) == .malformed)
         #expect(try reason(["sub": nil]) == .malformed)
-        // SPEC §6: sub is copied into X-AppCheck-App-Id, so it must be 1–1,024 characters 0x21–0x7E.
+        // docs/behaviour.md: sub is copied into X-AppCheck-App-Id, so it must be 1–1,024 characters 0x21–0x7E.
         #expect(try reason(["sub": "\"1:1:ios:a\\r\\nGET /smuggled HTTP/1.1\""]) == .malformed)  // CRLF
         #expect(try reason(["sub": "\"1:1:ios:a\\u0000b\""]) == .malformed)  // NUL
         #expect(try reason(["sub": "\"1:1:ios:a b\""]) == .malformed)  // space

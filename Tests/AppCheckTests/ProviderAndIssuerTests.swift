@@ -1,7 +1,7 @@
 import Testing
 @testable import AppCheck
 
-/// SPEC §4.2 step 6 (the issuer of the key set) and step 7 (`providers`).
+/// docs/behaviour.md step 6 (the issuer of the key set) and step 7 (`providers`).
 @Suite struct ProviderAndIssuerTests {
     @Test func aTokenIsCheckedAgainstTheIssuerOfItsKeySet() throws {
         let own = Fixtures.policy.withIssuer("https://api.example.com/appcheck/\(Fixtures.projectNumber)")

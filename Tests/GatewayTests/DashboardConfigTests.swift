@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Gateway
 
-/// `dashboard:` (SPEC §3, §7.1): defaults, values, and FILE:LINE:COLUMN errors like every other section.
+/// `dashboard:` (docs/configuration.md): defaults, values, and FILE:LINE:COLUMN errors like every other section.
 @Suite struct DashboardConfigTests {
     static let tail = ConfigFixture.minimal
 

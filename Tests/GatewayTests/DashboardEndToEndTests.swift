@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import Gateway
 
-/// The dashboard end to end (SPEC §7.1): traffic of known categories through a real gateway, then the admin
+/// The dashboard end to end (docs/dashboard.md): traffic of known categories through a real gateway, then the admin
 /// listener's `/dashboard.json` and `/dashboard` say exactly that.
 @Suite struct DashboardEndToEndTests {
     static let appA = "1:123456789012:ios:aaaa"

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Gateway
 
-/// The dashboard's history as a value driven by a manual clock (SPEC §7.1).
+/// The dashboard's history as a value driven by a manual clock (docs/dashboard.md).
 @Suite struct DashboardHistoryTests {
     /// A manual clock: unix seconds, moved by the test.
     struct ManualClock {

@@ -42,7 +42,7 @@ import TestSupport
         upstream: api
     """
 
-    /// The SPEC example's issuer section with the files swapped for real ones; `apps` lines follow.
+    /// The documented example's issuer section (docs/issuer.md) with the files swapped for real ones; `apps` lines follow.
     func issuer(_ keys: KeyFiles, signingKey: String = "sign.pem", extra: String = "", apps: String) -> String {
         Self.head + """
 

@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 @testable import Gateway
 
-/// The issuer core (SPEC §10) without HTTP: challenges, debug exchanges, minting, the key set, limits, and the
+/// The issuer core (docs/issuer.md) without HTTP: challenges, debug exchanges, minting, the key set, limits, and the
 /// memory state's single-use and compare-and-set rules. Real RSA keys, a manual clock.
 @Suite struct IssuerServiceTests {
     static let appId = "1:123456789012:ios:0a1b2c3d4e5f6a7b"

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import Gateway
 
-/// The issuer's wire layer (SPEC §10): paths, JSON bodies in both spellings, base64 variants, the response and
+/// The issuer's wire layer (docs/issuer.md): paths, JSON bodies in both spellings, base64 variants, the response and
 /// error shapes, the rate limiter and the debug-secret comparison.
 @Suite struct IssuerWireTests {
     @Test func pathsUnderTheBasePath() {

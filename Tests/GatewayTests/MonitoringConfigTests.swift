@@ -7,7 +7,7 @@ import TestSupport
 @Suite struct MonitoringConfigTests {
     static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
-    /// Specified in SPEC §10 for the issuer, not exported by this build yet. The alert on it is kept on purpose
+    /// Specified in docs/issuer.md for the issuer, not exported by this build yet. The alert on it is kept on purpose
     /// (it starts working the day the issuer lands and cannot fire before); no other unexported name passes.
     static let specifiedNotYetExported: Set<String> = ["appcheck_issuer_exchanges_total"]
 

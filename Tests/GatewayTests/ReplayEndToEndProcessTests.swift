@@ -165,7 +165,7 @@ import TestSupport
         #expect(ReplayE2E.eventually(20) { ReplayE2E.readyStatus(adminPort: gw.adminPort) == 200 })
         #expect(ReplayE2E.eventually(10) { try ReplayE2E.send(port: gw.port, token: used).isReused })
         // The restart changed Redis's run_id: tokens minted before it came back are refused even though never
-        // used (SPEC §5: it may have come back from an older snapshot); tokens minted after pass once.
+        // used (docs/replay.md: it may have come back from an older snapshot); tokens minted after pass once.
         for t in pending {
             let a = try ReplayE2E.send(port: gw.port, token: t)
             #expect(a.isReused, "minted before the restart: \(a)")

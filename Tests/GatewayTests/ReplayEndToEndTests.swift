@@ -121,7 +121,7 @@ enum ReplayE2E {
     """
 
     /// `clock_skew: 0s` unless `extra` sets it: stores that lost their state (memory at start, a fresh Redis)
-    /// refuse tokens minted before they came up plus clock_skew (SPEC §5), and tests mint right after start.
+    /// refuse tokens minted before they came up plus clock_skew (docs/replay.md), and tests mint right after start.
     static func appCheck(_ issuer: LocalIssuer, extra: String = "") -> String {
         """
           project_id: "demo-project"

@@ -171,7 +171,7 @@ import Testing
     }
 }
 
-/// `replay.redis_url` errors carry the file, line and column of the value (SPEC §3), and say what is wrong.
+/// `replay.redis_url` errors carry the file, line and column of the value (docs/configuration.md), and say what is wrong.
 @Suite struct RedisURLConfigTests {
     static let tail = ConfigFixture.minimal
 

@@ -10,7 +10,7 @@ import Testing
 @testable import ReplayStores
 
 
-/// SPEC §5, last paragraph (hardening #7): single use holds across a store losing its state. Tokens are
+/// docs/replay.md, last paragraph (hardening #7): single use holds across a store losing its state. Tokens are
 /// modelled by (replay key, issuedAt = iat - clock_skew).
 @Suite(.serialized) struct ReplayStateLossTests {
     /// The memory store knows nothing before it was created: a token minted before that is refused as

@@ -1,7 +1,7 @@
 import COpenSSL
 import Foundation
 
-/// Offline audit of a TLS certificate chain and key against Apple App Transport Security (SPEC §8): what
+/// Offline audit of a TLS certificate chain and key against Apple App Transport Security (docs/behaviour.md): what
 /// `check-config` reports for `server.tls` before a single client is turned away.
 ///
 /// Checks: both files readable PEM; leaf (and intermediate) keys RSA ≥ 2048 or EC ≥ 256 bits; signatures

@@ -2,7 +2,7 @@ import Foundation
 import Yams
 
 extension ConfigDecoder {
-    /// `dashboard:` (SPEC §7.1): `min_requests` (whole number ≥ 0), `ready_share` (0 to 1), `history_file`
+    /// `dashboard:` (docs/dashboard.md): `min_requests` (whole number ≥ 0), `ready_share` (0 to 1), `history_file`
     /// (empty, or a path whose folder exists).
     func decodeDashboard(_ node: Node) -> DashboardSettings {
         var d = DashboardSettings()

@@ -98,7 +98,7 @@ extension ConfigDecoder {
         return issuer
     }
 
-    /// `app_check.trusted_issuers: [{iss, jwks_url}]` (SPEC §4.3): key sets of other deployments' issuers.
+    /// `app_check.trusted_issuers: [{iss, jwks_url}]` (docs/behaviour.md): key sets of other deployments' issuers.
     /// Each `iss` is unique and is neither Firebase's nor this gateway's own (a key vouches for one issuer).
     func decodeTrustedIssuers(_ node: Node) -> [TrustedIssuerSettings] {
         guard let items = list(node, "app_check.trusted_issuers") else { return [] }

@@ -147,7 +147,7 @@ extension ConfigDecoder {
     static let providerNames = ["app_attest", "device_check", "play_integrity", "recaptcha_v3", "recaptcha_enterprise",
                                 "debug", "custom", "unspecified"]
 
-    /// `providers: [app_attest, …]` (SPEC §3, §4.2 step 7): admit only tokens whose `provider` claim is listed.
+    /// `providers: [app_attest, …]` (docs/configuration.md step 7): admit only tokens whose `provider` claim is listed.
     private func decodeProviders(_ f: ConfigFields, _ context: String, enforcement: Enforcement) -> Set<String> {
         guard let v = f.value("providers"), let items = list(v, "\(context) providers") else { return [] }
         if enforcement == .off {

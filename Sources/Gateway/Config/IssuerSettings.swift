@@ -70,7 +70,7 @@ public struct IssuerAppSettings: Sendable {
         return "\(teamId).\(bundleId)"
     }
 
-    /// The exchange methods this app can use, in the order SPEC §10 lists them.
+    /// The exchange methods this app can use, in the order docs/issuer.md lists them.
     public var methods: [String] {
         var methods: [String] = []
         if appAttest != nil {

@@ -14,7 +14,7 @@ public struct Settings: Sendable {
     public var upstreams: [UpstreamSettings]
     /// Routes in file order; the first match wins.
     public var routes: [RouteSettings]
-    /// The enforcement dashboard (SPEC §7.1).
+    /// The enforcement dashboard (docs/dashboard.md).
     public var dashboard = DashboardSettings()
     /// The file this came from (for reload and messages).
     public var sourcePath: String
@@ -130,7 +130,7 @@ public struct AppCheckSettings: Sendable {
     public var clockSkew: Double = 10
     public var tokenCacheSize: Int = 100_000
     public var outdatedClient: OutdatedClientSettings? = nil
-    /// Further key sets for tokens minted by other deployments' issuers (SPEC §4.3), each with its own `iss`.
+    /// Further key sets for tokens minted by other deployments' issuers (docs/behaviour.md), each with its own `iss`.
     public var trustedIssuers: [TrustedIssuerSettings] = []
     public init() {}
 }
@@ -181,7 +181,7 @@ public struct RouteSettings: Sendable {
     public var maxBodyBytes: Int64
     public var forwardToken: Bool = false
     public var corsPreflight: CORSPreflight = .bypass
-    /// `provider` claims admitted (`unspecified` for tokens without one); empty = any (SPEC §4.2 step 7).
+    /// `provider` claims admitted (`unspecified` for tokens without one); empty = any (docs/behaviour.md step 7).
     public var providers: Set<String> = []
     public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
         self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes

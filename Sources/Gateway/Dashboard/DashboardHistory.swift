@@ -1,4 +1,4 @@
-/// The enforcement dashboard's memory (SPEC §7.1): per route, requests per Firebase category in one-minute
+/// The enforcement dashboard's memory (docs/dashboard.md): per route, requests per Firebase category in one-minute
 /// buckets for 7 days, and per App ID and per rejection reason in one-minute buckets for the last hour plus
 /// one-hour buckets for the week. A value type: time comes in as an argument (unix seconds), never from a
 /// clock of its own, so tests drive it with a manual clock.

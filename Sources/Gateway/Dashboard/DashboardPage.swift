@@ -1,4 +1,4 @@
-/// `GET /dashboard` (SPEC §7.1): one self-contained HTML page — inline CSS, inline script, inline SVG charts,
+/// `GET /dashboard` (docs/dashboard.md): one self-contained HTML page — inline CSS, inline script, inline SVG charts,
 /// nothing fetched from anywhere but `/dashboard.json` on the same origin. The JSON of the moment is embedded
 /// so the page renders without a second request; it then refreshes itself every 30 seconds.
 enum DashboardPage {

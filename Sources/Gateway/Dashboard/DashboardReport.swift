@@ -2,7 +2,7 @@ import Foundation
 import KeySets
 import ReplayStores
 
-/// `/dashboard.json` (SPEC §7.1): per route its mode, and per window (hour, day, week) the counts and shares
+/// `/dashboard.json` (docs/dashboard.md): per route its mode, and per window (hour, day, week) the counts and shares
 /// per Firebase category, the verdict with its numbers, a chart series, the top reasons and App IDs; plus the
 /// key set, the replay store, the issuer and the history's own size. The shape is documented in
 /// docs/dashboard.md.
@@ -157,7 +157,7 @@ struct DashboardReport {
         ]
     }
 
-    /// The issuer (SPEC §10) does not exist yet in this build. Once it does, `exchanges` lists one entry per
+    /// The issuer (docs/issuer.md) does not exist yet in this build. Once it does, `exchanges` lists one entry per
     /// (app_id, method, result) with counts per window, e.g.
     /// `{"app_id": "1:…:ios:…", "method": "exchangeAppAttestAssertion", "result": "minted", "hour": 3, "day": 40, "week": 301}`
     /// (`result`: `minted` or the refusal category, as in `appcheck_issuer_exchanges_total`).

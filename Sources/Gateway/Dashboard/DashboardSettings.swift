@@ -1,4 +1,4 @@
-/// `dashboard:` (SPEC §3, §7.1): the verdict's thresholds and where the history survives restarts.
+/// `dashboard:` (docs/configuration.md): the verdict's thresholds and where the history survives restarts.
 public struct DashboardSettings: Sendable, Equatable {
     /// Fewer requests than this in a window: "not enough traffic". Default 1000; 0 or more.
     public var minRequests: Int = 1000

@@ -1,4 +1,4 @@
-/// The dashboard's counts of one event loop since the history last folded them in (SPEC §7.1). Plain
+/// The dashboard's counts of one event loop since the history last folded them in (docs/dashboard.md). Plain
 /// integers touched only on that loop's thread, like `LoopMetrics`; the history takes the tally (and leaves an
 /// empty one) on the loop's own thread once a minute and on each dashboard request, so counting takes no lock.
 ///

@@ -1,4 +1,4 @@
-/// "Can I turn enforcement on for this route yet?" (SPEC §7.1), decided from one window's counts.
+/// "Can I turn enforcement on for this route yet?" (docs/dashboard.md), decided from one window's counts.
 ///
 /// Precedence, first match wins (docs/dashboard.md):
 /// 1. `not enough traffic`: fewer than `min_requests` requests — shares of a handful of requests mean nothing.
@@ -14,7 +14,7 @@ struct DashboardVerdict: Sendable, Equatable {
         case notEnoughTraffic = "not enough traffic"
     }
 
-    /// The 1% thresholds of SPEC §7.1.
+    /// The 1% thresholds of docs/dashboard.md.
     static let outdatedLimit = 0.01
     static let suspiciousLimit = 0.01
 

@@ -1,4 +1,4 @@
-/// `exchangeDebugToken` (SPEC §10): the presented `debug_token` must equal one of the app's `debug_secrets`.
+/// `exchangeDebugToken` (docs/issuer.md): the presented `debug_token` must equal one of the app's `debug_secrets`.
 /// Compared in constant time (over every secret, every byte of the longer of the two) so the time taken does
 /// not reveal how much of a guess was right. Never logged.
 public struct DebugSecrets: Sendable {

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// `issuer.max_exchanges_per_second` (SPEC §10): a token bucket shared by every loop of the process, holding
+/// `issuer.max_exchanges_per_second` (docs/issuer.md): a token bucket shared by every loop of the process, holding
 /// at most one second's worth of exchanges, so a burst can never exceed the rate by more than that.
 /// Exchanges are few and each costs far more than this lock, so one `Mutex` is the simple, right choice.
 public final class ExchangeRateLimiter: Sendable {

@@ -1,4 +1,4 @@
-/// A refused exchange, Google-style (SPEC §10): the response says only the category (`status`, `code`, a short
+/// A refused exchange, Google-style (docs/issuer.md): the response says only the category (`status`, `code`, a short
 /// `message`); `rule` names exactly which rule failed and goes to the log line only.
 public struct IssuerError: Error, Sendable, Equatable {
     /// The HTTP status: 400, 403, 404, 413, 429 or 503.

@@ -1,11 +1,11 @@
 import AppCheck
 
-/// The JSON bodies of the exchange methods (SPEC §10): an object whose fields may be written in snake_case or
+/// The JSON bodies of the exchange methods (docs/issuer.md): an object whose fields may be written in snake_case or
 /// lowerCamelCase (proto-JSON), byte fields in standard base64 with padding or base64url (with or without
 /// padding), `limited_use` a boolean. Unknown fields are ignored (as proto-JSON readers do for forward
 /// compatibility); the same field written twice under its two spellings is refused as ambiguous.
 public struct IssuerJSON: Sendable {
-    /// The largest body an exchange accepts (SPEC §10); larger is 413.
+    /// The largest body an exchange accepts (docs/issuer.md); larger is 413.
     public static let maxBodyBytes = 64 * 1024
 
     private let members: [(key: String, value: JSONValue)]

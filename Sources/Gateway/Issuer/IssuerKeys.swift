@@ -1,6 +1,6 @@
 import AppCheck
 
-/// The issuer's signing keys (SPEC §10 `signing_keys`): the first signs, all are published at
+/// The issuer's signing keys (docs/issuer.md `signing_keys`): the first signs, all are published at
 /// `<base_path>/v1/jwks`, and the same public keys form the gateway's own key set for verification (§4.3).
 public struct IssuerKeys: Sendable {
     /// The key that signs, with its `kid`.

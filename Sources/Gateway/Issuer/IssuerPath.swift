@@ -1,4 +1,4 @@
-/// Where an issuer request goes (SPEC §10): `<base>/v1/jwks`, or
+/// Where an issuer request goes (docs/issuer.md): `<base>/v1/jwks`, or
 /// `<base>/v1/projects/{project}/apps/{app_id}:{method}`. Matched on the normalised path, before routes.
 public enum IssuerPath: Equatable, Sendable {
     /// `GET <base>/v1/jwks`.
@@ -28,7 +28,7 @@ public enum IssuerPath: Equatable, Sendable {
     }
 }
 
-/// The exchange methods of SPEC §10 (all `POST`).
+/// The exchange methods of docs/issuer.md (all `POST`).
 public enum IssuerMethod: String, Sendable, CaseIterable {
     case generateAppAttestChallenge
     case exchangeAppAttestAttestation

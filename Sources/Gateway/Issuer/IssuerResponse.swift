@@ -1,4 +1,4 @@
-/// The success bodies of SPEC §10's table, exactly as Firebase's exchange API writes them.
+/// The success bodies of docs/issuer.md's table, exactly as Firebase's exchange API writes them.
 public enum IssuerResponse {
     /// `generateAppAttestChallenge`: `{"challenge": b64, "ttl": "300s"}`.
     public static func challenge(_ challenge: [UInt8], ttl: Int) -> [UInt8] {

@@ -20,7 +20,7 @@ public struct IssuerOutcome: Sendable {
     }
 }
 
-/// The self-hosted App Check provider of SPEC §10, independent of HTTP/1.1 or HTTP/2: a built-in handler
+/// The self-hosted App Check provider of docs/issuer.md, independent of HTTP/1.1 or HTTP/2: a built-in handler
 /// hands it the matched `IssuerPath`, the request method and the body, and sends back the outcome. Runs off
 /// the event loops (it awaits its state store, and attestation checks cost CPU); safe to call concurrently.
 public final class IssuerService: Sendable {
@@ -76,7 +76,7 @@ public final class IssuerService: Sendable {
         }
         guard let app = settings.app(appId) else { throw .notFound("unknown_app", "No such app.") }
         guard app.methods.contains(method.rawValue) else { throw .notFound("method_not_enabled", "No such method for this app.") }
-        // Cheap refusals come before anything that costs CPU or a store round trip (SPEC §10 limits).
+        // Cheap refusals come before anything that costs CPU or a store round trip (docs/issuer.md limits).
         guard body.count <= IssuerJSON.maxBodyBytes else { throw .bodyTooLarge }
         guard limiter.admit(now: clock()) else { throw .rateLimited }
         let json = try IssuerJSON(body: body)
@@ -122,7 +122,7 @@ public final class IssuerService: Sendable {
                              method: method.rawValue, result: "minted", rule: "")
     }
 
-    /// A token per SPEC §10 "Minted tokens": header `{"alg":"RS256","kid","typ":"JWT"}`; claims `iss`, `sub`,
+    /// A token per docs/issuer.md "Minted tokens": header `{"alg":"RS256","kid","typ":"JWT"}`; claims `iss`, `sub`,
     /// `aud` (number, then ID when set), `iat`, `exp`, `jti` (128 random bits, always) and `provider`.
     func mint(_ app: IssuerAppSettings, provider: String, ttl: Int) throws(IssuerError) -> String {
         let now = Int(clock())

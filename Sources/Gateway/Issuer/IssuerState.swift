@@ -1,4 +1,4 @@
-/// An App Attest key the issuer has accepted (SPEC §10): stored at attestation, read and advanced at assertion.
+/// An App Attest key the issuer has accepted (docs/issuer.md): stored at attestation, read and advanced at assertion.
 public struct AttestedKey: Sendable, Equatable {
     /// SHA-256 of the uncompressed P-256 point (App Attest's key ID).
     public var keyId: [UInt8]
@@ -26,13 +26,13 @@ public struct AttestedKey: Sendable, Equatable {
     }
 }
 
-/// The store could not answer (SPEC §10: 503 `UNAVAILABLE`, nothing minted).
+/// The store could not answer (docs/issuer.md: 503 `UNAVAILABLE`, nothing minted).
 public struct IssuerStateError: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
 
-/// The issuer's state (SPEC §10 "State"): challenges, attested keys with their counters, and used one-time
+/// The issuer's state (docs/issuer.md "State"): challenges, attested keys with their counters, and used one-time
 /// inputs (device tokens, custom tokens). Every operation that decides "first use wins" is one atomic step in
 /// the store, so two gateway instances on one store can never both accept the same input.
 ///

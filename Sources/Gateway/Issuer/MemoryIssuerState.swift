@@ -1,6 +1,6 @@
 import Synchronization
 
-/// `issuer.state.store: memory`: one process, lost on restart (SPEC §10). Bounded: expired challenges and
+/// `issuer.state.store: memory`: one process, lost on restart (docs/issuer.md). Bounded: expired challenges and
 /// one-time inputs are dropped by a sweep every `sweepEvery` insertions, and at most `maxChallenges`
 /// challenges are outstanding (past that, after a sweep, a new one is refused as unavailable), so a flood of
 /// challenge requests — already rate-limited to `max_exchanges_per_second × challenge_ttl` — cannot grow

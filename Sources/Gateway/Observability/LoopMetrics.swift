@@ -2,7 +2,7 @@
 /// every loop (`EventLoop.execute`) to copy them and sums the copies, so counting takes no lock and no
 /// atomic on the request path.
 struct LoopMetrics: Sendable {
-    /// Firebase's request categories (SPEC §7) plus `skipped`.
+    /// Firebase's request categories (docs/operations.md) plus `skipped`.
     static let outcomes = ["verified", "outdated_client", "unknown_origin", "invalid", "reused", "skipped"]
     /// Upper bounds (seconds) of `gateway_request_duration_seconds`.
     static let durationBuckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]

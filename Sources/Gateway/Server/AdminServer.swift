@@ -8,11 +8,11 @@ protocol AdminState: AnyObject, Sendable {
     func readinessProblems() -> [String]
     /// Prometheus text exposition (0.0.4), delivered on any thread.
     func metricsText(_ completion: @escaping @Sendable (String) -> Void)
-    /// `/dashboard.json` (SPEC §7.1), delivered on any thread.
+    /// `/dashboard.json` (docs/dashboard.md), delivered on any thread.
     func dashboardJSON(_ completion: @escaping @Sendable (String) -> Void)
 }
 
-/// The admin listener (SPEC §7): `/healthz`, `/readyz`, `/metrics`, `/dashboard`, `/dashboard.json`. It runs on the first loop; one request
+/// The admin listener (docs/operations.md): `/healthz`, `/readyz`, `/metrics`, `/dashboard`, `/dashboard.json`. It runs on the first loop; one request
 /// per connection, answered and closed.
 final class AdminListener: EventHandler, @unchecked Sendable {
     let fd: Int32

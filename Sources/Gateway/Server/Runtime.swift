@@ -21,7 +21,7 @@ final class Runtime: Sendable {
     let routes: [RouteSettings]
     let idleTimeoutNS: UInt64
     let headerTimeoutNS: UInt64
-    /// The App Check rules of SPEC §4.2 from `app_check` and `replay.limited_use_max_ttl`.
+    /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     let policy: AppCheckPolicy
     let outdatedClient: OutdatedClientMatcher?
 
