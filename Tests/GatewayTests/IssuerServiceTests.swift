@@ -1,5 +1,6 @@
 import AppCheck
 import Foundation
+import ReplayStores
 import Synchronization
 import Testing
 @testable import Gateway

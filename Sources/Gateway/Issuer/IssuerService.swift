@@ -1,4 +1,5 @@
 import AppCheck
+import ReplayStores
 import Foundation
 
 /// What an issuer call produced: the response to send and the fields of its one log line.
