@@ -37,7 +37,7 @@ import Testing
         other.debugSecrets = ["another-secret-that-is-long"]
         settings.apps = [app, other]
         let keys = try IssuerKeys([(kid: "k1", key: Self.key)])
-        return IssuerService(settings: settings, projectNumber: "123456789012", projectId: "demo", keys: keys,
+        return try IssuerService(settings: settings, projectNumber: "123456789012", projectId: "demo", keys: keys,
                              state: state, clock: { clock.now() })
     }
 

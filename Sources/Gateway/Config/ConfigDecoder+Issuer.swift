@@ -1,3 +1,4 @@
+import AppAttest
 import AppCheck
 import COpenSSL
 import Foundation

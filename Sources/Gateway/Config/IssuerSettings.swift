@@ -1,3 +1,4 @@
+import AppAttest
 import Foundation
 import ReplayStores
 
@@ -80,12 +81,6 @@ public struct IssuerAppSettings: Sendable {
         if !debugSecrets.isEmpty { methods.append("exchangeDebugToken") }
         return methods
     }
-}
-
-/// App Attest environments (the AAGUID of the attestation): `production` (`appattest` + 7 zero bytes) or
-/// `development` (`appattestdevelop`).
-public enum AppAttestEnvironment: String, Sendable, CaseIterable {
-    case production, development
 }
 
 public struct AppAttestAppSettings: Sendable {

@@ -1,3 +1,4 @@
+import AppAttest
 import AppCheck
 import ReplayStores
 import Foundation
@@ -33,9 +34,12 @@ public final class IssuerService: Sendable {
     let limiter: ExchangeRateLimiter
     let clock: @Sendable () -> Double
     private let debugSecrets: [String: DebugSecrets]
+    /// One App Attest verifier per app with `app_attest`, trusting Apple's root or the app's `root_ca_file`.
+    private let verifiers: [String: AppAttestVerifier]
 
+    /// Throws when an app's `root_ca_file` cannot be read or holds no certificate.
     public init(settings: IssuerSettings, projectNumber: String, projectId: String?, keys: IssuerKeys,
-                state: IssuerState, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+                state: IssuerState, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws {
         self.settings = settings
         self.projectNumber = projectNumber
         self.projectId = projectId
@@ -44,6 +48,13 @@ public final class IssuerService: Sendable {
         self.clock = clock
         limiter = ExchangeRateLimiter(ratePerSecond: settings.maxExchangesPerSecond, now: clock())
         debugSecrets = Dictionary(settings.apps.map { ($0.appId, DebugSecrets($0.debugSecrets)) }, uniquingKeysWith: { a, _ in a })
+        var verifiers: [String: AppAttestVerifier] = [:]
+        for app in settings.apps {
+            guard let attest = app.appAttest else { continue }
+            let pem = try attest.rootCAFile.map { try String(contentsOfFile: $0, encoding: .utf8) } ?? AppAttestRootCA.applePEM
+            verifiers[app.appId] = try AppAttestVerifier(rootCertificatePEM: pem)
+        }
+        self.verifiers = verifiers
     }
 
     /// `iss` of the tokens minted here.
@@ -90,8 +101,12 @@ public final class IssuerService: Sendable {
             let limitedUse = try json.limitedUse()
             guard debugSecrets[app.appId]?.matches(presented) == true else { throw .permissionDenied("debug_secret_unknown") }
             return try mintOutcome(app, method: method, limitedUse: limitedUse)
-        case .exchangeAppAttestAttestation, .exchangeAppAttestAssertion, .exchangeDeviceCheckToken, .exchangeCustomToken:
-            // Wired to the App Attest, DeviceCheck and custom-token verifiers by their own issues (11, 12).
+        case .exchangeAppAttestAttestation:
+            return try await attestation(app, json)
+        case .exchangeAppAttestAssertion:
+            return try await assertion(app, json)
+        case .exchangeDeviceCheckToken, .exchangeCustomToken:
+            // DeviceCheck and custom tokens come with their own issue; no app can enable them yet.
             throw .notFound("method_not_available", "No such method for this app.")
         }
     }
@@ -109,6 +124,90 @@ public final class IssuerService: Sendable {
         return IssuerOutcome(status: 200, body: IssuerResponse.challenge(challenge, ttl: Int(settings.challengeTTL)),
                              appId: app.appId, method: IssuerMethod.generateAppAttestChallenge.rawValue,
                              result: "challenge", rule: "")
+    }
+
+    /// `exchangeAppAttestAttestation` (docs/issuer.md): the challenge is used up first, then the attestation is
+    /// verified in Apple's order, the key stored (counter 0) and a token minted. The artifact is the key ID: opaque
+    /// to the client, it names the stored key in later assertions.
+    private func attestation(_ app: IssuerAppSettings, _ json: IssuerJSON) async throws(IssuerError) -> IssuerOutcome {
+        let object = try json.bytes("attestation", aliases: ["attestation_statement", "attestationStatement"])
+        let challenge = try json.bytes("challenge", maxBytes: 1024)
+        let keyId = try json.bytes("key_id", maxBytes: 64)
+        let limitedUse = try json.limitedUse()
+        try await useChallenge(challenge, app)
+        guard let verifier = verifiers[app.appId], let teamId = app.teamId, let bundleId = app.bundleId else {
+            throw .notFound("method_not_enabled", "No such method for this app.")
+        }
+        let now = clock()
+        let verified: AppAttestAttestation
+        do {
+            verified = try verifier.verifyAttestation(
+                object, keyId: keyId, clientDataHash: AppAttestVerifier.clientDataHash(challenge: challenge),
+                appId: AppAttestAppID(teamId: teamId, bundleId: bundleId),
+                environments: Set(app.appAttest?.environments ?? []), at: Int64(now))
+        } catch {
+            throw Self.refusal(error)
+        }
+        let key = AttestedKey(keyId: verified.keyId, appId: app.appId, publicKey: verified.publicKey.uncompressedPoint,
+                              counter: 0, environment: verified.environment.rawValue, receipt: verified.receipt,
+                              attestedAt: now)
+        let stored: Bool
+        do { stored = try await state.insertKey(key) } catch { throw .unavailable("state_unavailable") }
+        guard stored else { throw .permissionDenied("key_already_attested") }
+        let ttl = ttl(app, limitedUse: limitedUse)
+        let token = try mint(app, provider: "app_attest", ttl: ttl)
+        return IssuerOutcome(status: 200, body: IssuerResponse.attestation(artifact: verified.keyId, token: token, ttl: ttl),
+                             appId: app.appId, method: IssuerMethod.exchangeAppAttestAttestation.rawValue,
+                             result: "minted", rule: "")
+    }
+
+    /// `exchangeAppAttestAssertion`: the challenge is used up, the artifact names a stored key of this app, the
+    /// signature verifies over SHA-256(authenticatorData ‖ SHA-256(artifact ‖ challenge)), and the counter
+    /// advances with one compare-and-set, so two assertions with the same counter never both mint.
+    private func assertion(_ app: IssuerAppSettings, _ json: IssuerJSON) async throws(IssuerError) -> IssuerOutcome {
+        let artifact = try json.bytes("artifact", maxBytes: 1024)
+        let object = try json.bytes("assertion")
+        let challenge = try json.bytes("challenge", maxBytes: 1024)
+        let limitedUse = try json.limitedUse()
+        try await useChallenge(challenge, app)
+        guard let verifier = verifiers[app.appId], let teamId = app.teamId, let bundleId = app.bundleId else {
+            throw .notFound("method_not_enabled", "No such method for this app.")
+        }
+        let stored: AttestedKey?
+        do { stored = try await state.key(artifact, appId: app.appId) } catch { throw .unavailable("state_unavailable") }
+        guard let stored else { throw .permissionDenied("unknown_artifact") }
+        guard let publicKey = AppAttestPublicKey(uncompressedPoint: stored.publicKey) else {
+            throw .permissionDenied(AppAttestRule.storedKey.rawValue)
+        }
+        let verified: AppAttestAssertion
+        do {
+            verified = try verifier.verifyAssertion(object, clientData: artifact + challenge, publicKey: publicKey,
+                                                    appId: AppAttestAppID(teamId: teamId, bundleId: bundleId))
+        } catch {
+            throw Self.refusal(error)
+        }
+        let advanced: Bool
+        do { advanced = try await state.advanceCounter(artifact, appId: app.appId, to: verified.counter) } catch {
+            throw .unavailable("state_unavailable")
+        }
+        guard advanced else { throw .permissionDenied(AppAttestRule.counterNotIncreasing.rawValue) }
+        return try mintOutcome(app, method: .exchangeAppAttestAssertion, limitedUse: limitedUse)
+    }
+
+    /// Takes the challenge (single use, bound to the app, within `challenge_ttl`) or refuses.
+    private func useChallenge(_ challenge: [UInt8], _ app: IssuerAppSettings) async throws(IssuerError) {
+        let valid: Bool
+        do { valid = try await state.takeChallenge(challenge, appId: app.appId, now: clock()) } catch {
+            throw .unavailable("state_unavailable")
+        }
+        guard valid else { throw .permissionDenied("challenge_unknown") }
+    }
+
+    /// An App Attest refusal: malformed evidence is 400, a broken rule 403; the rule goes to the log.
+    static func refusal(_ failure: AppAttestFailure) -> IssuerError {
+        failure.rule.isMalformedInput
+            ? .invalidArgument(failure.rule.rawValue, "The attestation evidence is malformed.")
+            : .permissionDenied(failure.rule.rawValue)
     }
 
     /// The minted token's lifetime for `app`.
