@@ -1,7 +1,7 @@
 /// Writes JSON text (RFC 8259) for the values this module emits: strings and fixed-shape objects.
-enum JSONText {
+public enum JSONText {
     /// `value` as a JSON string literal; escapes `"`, `\` and control characters, keeps other UTF-8 as is.
-    static func quote(_ value: String) -> String {
+    public static func quote(_ value: String) -> String {
         var out = "\""
         for scalar in value.unicodeScalars {
             switch scalar {

@@ -1,3 +1,5 @@
+import AppCheck
+
 /// A refused exchange, Google-style (docs/issuer.md): the response says only the category (`status`, `code`, a short
 /// `message`); `rule` names exactly which rule failed and goes to the log line only.
 public struct IssuerError: Error, Sendable, Equatable {
@@ -58,6 +60,6 @@ public struct IssuerError: Error, Sendable, Equatable {
 
     /// `{"error":{"code":N,"message":"…","status":"…"}}`.
     public var body: [UInt8] {
-        Array("{\"error\":{\"code\":\(code),\"message\":\(IssuerJSON.quote(message)),\"status\":\"\(status)\"}}".utf8)
+        Array("{\"error\":{\"code\":\(code),\"message\":\(JSONText.quote(message)),\"status\":\"\(status)\"}}".utf8)
     }
 }

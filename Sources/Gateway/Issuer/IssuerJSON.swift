@@ -116,23 +116,4 @@ public struct IssuerJSON: Sendable {
 
     /// A protobuf Duration string: whole seconds as `"3600s"`.
     public static func duration(_ seconds: Int) -> String { "\(seconds)s" }
-
-    /// A JSON string literal for `value` (quotes, backslash and control characters escaped).
-    public static func quote(_ value: String) -> String {
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
 }

@@ -1,3 +1,5 @@
+import AppCheck
+
 /// The success bodies of docs/issuer.md's table, exactly as Firebase's exchange API writes them.
 public enum IssuerResponse {
     /// `generateAppAttestChallenge`: `{"challenge": b64, "ttl": "300s"}`.
@@ -16,6 +18,6 @@ public enum IssuerResponse {
     }
 
     private static func tokenObject(_ token: String, ttl: Int) -> String {
-        "{\"token\":\(IssuerJSON.quote(token)),\"ttl\":\"\(IssuerJSON.duration(ttl))\"}"
+        "{\"token\":\(JSONText.quote(token)),\"ttl\":\"\(IssuerJSON.duration(ttl))\"}"
     }
 }

@@ -228,12 +228,12 @@ public final class IssuerService: Sendable {
         let now = Int(clock())
         var generator = SystemRandomNumberGenerator()
         let jti = Base64URL.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        var audiences = [IssuerJSON.quote("projects/" + projectNumber)]
-        if let projectId { audiences.append(IssuerJSON.quote("projects/" + projectId)) }
-        let header = "{\"alg\":\"RS256\",\"kid\":\(IssuerJSON.quote(keys.signer.kid)),\"typ\":\"JWT\"}"
-        let claims = "{\"iss\":\(IssuerJSON.quote(tokenIssuer)),\"sub\":\(IssuerJSON.quote(app.appId))"
+        var audiences = [JSONText.quote("projects/" + projectNumber)]
+        if let projectId { audiences.append(JSONText.quote("projects/" + projectId)) }
+        let header = "{\"alg\":\"RS256\",\"kid\":\(JSONText.quote(keys.signer.kid)),\"typ\":\"JWT\"}"
+        let claims = "{\"iss\":\(JSONText.quote(tokenIssuer)),\"sub\":\(JSONText.quote(app.appId))"
             + ",\"aud\":[\(audiences.joined(separator: ","))],\"iat\":\(now),\"exp\":\(now + ttl)"
-            + ",\"jti\":\"\(jti)\",\"provider\":\(IssuerJSON.quote(provider))}"
+            + ",\"jti\":\"\(jti)\",\"provider\":\(JSONText.quote(provider))}"
         do {
             return try TokenMinter.mintRaw(headerJSON: header, payloadJSON: claims, key: keys.signer.key)
         } catch {
