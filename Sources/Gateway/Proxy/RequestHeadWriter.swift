@@ -33,6 +33,7 @@ enum RequestHeadWriter {
                 switch kind {
                 case .pass:
                     if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
+                    if name.contains(UInt8(ascii: "_")) { continue }
                     out.append(contentsOf: name)
                     out.append(UInt8(ascii: ":"))
                     out.append(UInt8(ascii: " "))
