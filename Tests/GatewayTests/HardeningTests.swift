@@ -49,4 +49,60 @@ import TestSupport
         #expect(!seen2.lowercased().contains("x_forwarded_for"), "\(seen2)")
         #expect(!seen2.contains("10.9.8.7"), "\(seen2)")
     }
+
+    // MARK: #6 the writer refuses CR, LF and NUL whatever their source
+
+    static func writerInputs() throws -> (HTTPRequestHead, RequestTarget, RouteSettings, UpstreamSettings) {
+        let yaml = GatewayHarness.config(upstream: "http://127.0.0.1:9", routes: routes)
+        let settings = try ConfigLoader.load(yaml: yaml, path: "hardening.yaml", environment: [:]).get()
+        var parser = HTTPRequestHeadParser()
+        let bytes = Array("GET /a?b=1 HTTP/1.1\r\nHost: a\r\nX-Kept: yes\r\n\r\n".utf8)
+        guard case .complete(let head, _) = bytes.withUnsafeBytes({ parser.parse($0) }) else {
+            throw HarnessError("head did not parse")
+        }
+        let target = try RequestTarget.parse(head.target).get()
+        return (head, target, settings.routes[0], settings.upstreams[0])
+    }
+
+    static func exchange() -> Exchange {
+        Exchange(method: "GET", path: "/a", requestId: "abc", start: 0, routeIndex: 0, routeName: "open", maxBodyBytes: 0)
+    }
+
+    @Test func requestWriterWritesASafeHead() throws {
+        let (head, target, route, upstream) = try Self.writerInputs()
+        let written: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                                        exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
+                                                        scheme: "http")
+        let out = try #require(written)
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(text.hasPrefix("GET /a?b=1 HTTP/1.1\r\n"))
+        #expect(text.contains("\r\nX-Kept: yes\r\n"))
+        #expect(text.hasSuffix("\r\n\r\n"))
+    }
+
+    @Test(arguments: ["app-id\r\nGET /o/SMUG HTTP/1.1", "app\nid", "app\rid", "app\0id"])
+    func requestWriterRefusesLineBreaksAndNULInAClaim(_ sub: String) throws {
+        let (head, target, route, upstream) = try Self.writerInputs()
+        let ex = Self.exchange()
+        ex.appCheck = AppCheckOutcome(status: "verified", outcome: "verified", appId: sub)
+        let out: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                                    exchange: ex, peerIP: "127.0.0.1", trusted: false, scheme: "http")
+        #expect(out == nil, "written: \(out.map { String(decoding: $0, as: UTF8.self) } ?? "")")
+    }
+
+    @Test func requestWriterRefusesLineBreaksInOtherValues() throws {
+        let (head, target, route, upstream) = try Self.writerInputs()
+        let badId = Exchange(method: "GET", path: "/a", requestId: "x\r\nEvil: 1", start: 0, routeIndex: 0,
+                             routeName: "open", maxBodyBytes: 0)
+        #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream, exchange: badId,
+                                        peerIP: "127.0.0.1", trusted: false, scheme: "http") == nil)
+        #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                        exchange: Self.exchange(), peerIP: "127.0.0.1\n", trusted: false,
+                                        scheme: "http") == nil)
+        var badTarget = target
+        badTarget.query = "a\r\nb"
+        #expect(RequestHeadWriter.write(head: head, target: badTarget, route: route, upstream: upstream,
+                                        exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
+                                        scheme: "http") == nil)
+    }
 }

@@ -352,9 +352,12 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {
         let pool = worker.pool(for: route.upstreamIndex)
         ex.pool = pool
-        let requestHead = RequestHeadWriter.write(
+        guard let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: scheme)
+            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: scheme) else {
+            respondError(ex, status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
+            return
+        }
         if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
         ex.upstreamStart = worker.loop.now
         phase = ex.requestDone ? .waiting : .body

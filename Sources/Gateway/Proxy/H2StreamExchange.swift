@@ -65,9 +65,12 @@ final class H2StreamExchange: UpstreamOwner {
     private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {
         let pool = worker.pool(for: route.upstreamIndex)
         ex.pool = pool
-        let requestHead = RequestHeadWriter.write(
+        guard let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peerIP: connection.peerIP, trusted: worker.runtime.isTrusted(connection.peer), scheme: connection.scheme)
+            peerIP: connection.peerIP, trusted: worker.runtime.isTrusted(connection.peer), scheme: connection.scheme) else {
+            respondError(status: 400, code: "bad_request", reason: "unsafe_header_value")
+            return
+        }
         ex.upstreamStart = worker.loop.now
         switch pool.acquire(for: self, method: ex.method) {
         case .failure(let kind):
