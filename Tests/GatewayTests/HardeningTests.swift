@@ -105,4 +105,34 @@ import TestSupport
                                         exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
                                         scheme: "http") == nil)
     }
+
+    // MARK: #9 header_timeout from accept
+
+    func silentHarness() throws -> GatewayHarness {
+        try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, limits: ["header_timeout": "1s", "idle_timeout": "60s"])
+        }
+    }
+
+    @Test func aConnectionThatSendsNothingIsClosedAfterHeaderTimeout() throws {
+        let h = try silentHarness()
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        // Generous: header_timeout is 1 s, idle_timeout 60 s.
+        #expect(c.waitForClose(timeout: 20))
+    }
+
+    @Test func anH2CConnectionThatSendsNoRequestIsClosedAfterHeaderTimeout() throws {
+        let h = try silentHarness()
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        try c.send(TLSAndHTTP2Tests.preface)
+        let deadline = Date().addingTimeInterval(20)
+        var closed = false
+        while Date() < deadline && !closed {
+            _ = c.readRaw(timeout: 0.5)   // SETTINGS, then the GOAWAY
+            closed = c.peerClosed
+        }
+        #expect(closed)
+    }
 }

@@ -87,8 +87,9 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         if phase != .closed && events & EventLoop.writable != 0 { flush() }
     }
 
-    /// Starts serving: the idle timer runs until the first byte (for TLS: the handshake must finish within
-    /// `header_timeout`).
+    /// Starts serving: a new connection must start its first request (or the h2c preface) within
+    /// `header_timeout` from accept, like nginx's `client_header_timeout` (for TLS: the handshake must finish
+    /// within it), so a silent connection holds a slot no longer than a slow head would.
     func start() {
         if case .tls(let stream) = transport {
             handshaking = true
@@ -96,7 +97,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             continueHandshake(stream)
             return
         }
-        armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
+        armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
         readFromSocket()
     }
 
