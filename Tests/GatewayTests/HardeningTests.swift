@@ -135,4 +135,96 @@ import TestSupport
         }
         #expect(closed)
     }
+
+    // MARK: #2 body_timeout
+
+    /// A bare upstream: accepts one connection, reads what arrives, reports when the gateway closes it.
+    final class BareUpstream {
+        let listenFD: Int32
+        let port: UInt16
+        var conn: Int32 = -1
+
+        init() throws {
+            guard let addr = SocketAddress(ip: "127.0.0.1", port: 0) else { throw HarnessError("address") }
+            listenFD = try Socket.listen(addr, backlog: 16, reusePort: false)
+            port = Socket.localAddress(listenFD)?.port ?? 0
+        }
+
+        deinit {
+            if conn >= 0 { Glibc.close(conn) }
+            Glibc.close(listenFD)
+        }
+
+        func accept(timeout: Double) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+                if poll(&pfd, 1, 100) > 0, let (c, _) = Socket.accept(listenFD) {
+                    conn = c
+                    return true
+                }
+            }
+            return false
+        }
+
+        /// Reads until EOF (true) or `timeout`; the bytes read so far go to `received`.
+        func waitForEOF(timeout: Double, received: inout [UInt8]) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while Date() < deadline {
+                var pfd = pollfd(fd: conn, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                let n = chunk.withUnsafeMutableBytes { recv(conn, $0.baseAddress, $0.count, 0) }
+                if n == 0 { return true }
+                if n < 0 { if errno == EAGAIN || errno == EINTR { continue }; return true }
+                received += chunk[0..<n]
+            }
+            return false
+        }
+    }
+
+    func bodyTimeoutHarness(_ upstream: BareUpstream) throws -> GatewayHarness {
+        try GatewayHarness { _ in
+            GatewayHarness.config(upstream: "http://127.0.0.1:\(upstream.port)", routes: Self.routes,
+                                  limits: ["body_timeout": "1s", "idle_timeout": "60s"])
+                .replacingOccurrences(of: "response_timeout: 2s", with: "response_timeout: 60s")
+        }
+    }
+
+    @Test func aStalledHTTP1BodyIsAnswered408AndBothConnectionsClose() throws {
+        let up = try BareUpstream()
+        let h = try bodyTimeoutHarness(up)
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port, timeout: 20)
+        try c.send("POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n0123456789")
+        #expect(up.accept(timeout: 10), "the gateway never connected upstream")
+        let r = try c.readResponse(requestMethod: "POST")
+        #expect(r.status == 408)
+        #expect(r.bodyText.contains("\"request_timeout\""), "\(r.bodyText)")
+        #expect(c.waitForClose(timeout: 10))
+        var got: [UInt8] = []
+        #expect(up.waitForEOF(timeout: 10, received: &got), "the upstream connection stayed open")
+        #expect(String(decoding: got, as: UTF8.self).hasPrefix("POST /upload HTTP/1.1\r\n"))
+    }
+
+    @Test func aStalledHTTP2BodyIsAnswered408AndItsUpstreamConnectionCloses() throws {
+        let up = try BareUpstream()
+        let h = try bodyTimeoutHarness(up)
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port, timeout: 20)
+        // POST / with :authority a (HPACK static :method POST = 0x83), no END_STREAM, then 10 bytes of DATA.
+        let post: [UInt8] = [0x83, 0x86, 0x84, 0x41, 0x01, UInt8(ascii: "a")]
+        try c.send(TLSAndHTTP2Tests.preface + TLSAndHTTP2Tests.frame(1, flags: 0x4, stream: 1, post)
+                   + TLSAndHTTP2Tests.frame(0, stream: 1, Array("0123456789".utf8)))
+        #expect(up.accept(timeout: 10), "the gateway never connected upstream")
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && !String(decoding: bytes, as: UTF8.self).contains("request_timeout") && !c.peerClosed {
+            bytes += c.readRaw(timeout: 0.5)
+        }
+        #expect(String(decoding: bytes, as: UTF8.self).contains("\"request_timeout\""))
+        var got: [UInt8] = []
+        #expect(up.waitForEOF(timeout: 10, received: &got), "the upstream connection stayed open")
+        #expect(String(decoding: got, as: UTF8.self).hasPrefix("POST / HTTP/1.1\r\n"))
+    }
 }

@@ -362,6 +362,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
         ex.upstreamStart = worker.loop.now
         phase = ex.requestDone ? .waiting : .body
+        if phase == .body { armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS) }
         if head.expectContinue && !ex.requestDone { ex.continuePending = true }
         connectUpstream(ex, requestHead: requestHead)
     }
@@ -396,6 +397,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             upstream.send(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
             inBuf.consume(n)
             ex.bodyReceived += Int64(n)
+            bodyProgressed()
             if remaining - Int64(n) == 0 {
                 ex.requestBody = .done
             } else {
@@ -422,6 +424,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             case .consumed(let n):
                 inBuf.consume(n)
                 ex.requestBody = .chunked(decoder)
+                bodyProgressed()
             case .done(let n):
                 inBuf.consume(n)
                 upstream.sendLastChunk()
@@ -437,6 +440,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             break
         }
         if ex.requestDone {
+            // The body is in: from here the upstream's `response_timeout` bounds the wait.
+            cancelTimer()
             phase = ex.responseDone ? .head : .waiting
             upstream.requestComplete()
             if ex.responseDone { finishExchange() }
@@ -614,6 +619,13 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
     }
 
+    /// Body bytes arrived: `body_timeout` is the longest gap between two of them (it only moves the deadline;
+    /// the timer re-schedules itself when it fires early).
+    @inline(__always)
+    private func bodyProgressed() {
+        armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS)
+    }
+
     private func cancelTimer() {
         deadline = 0
         worker.loop.cancel(timer)
@@ -631,6 +643,17 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             respondDirect(status: 408, code: "request_timeout", reason: "header_timeout", method: "-", path: "-", close: true)
         } else if phase == .head {
             close()
+        } else if phase == .body, let ex = exchange {
+            if readPaused {
+                // The upstream is not taking the body: the client is not the one stalling.
+                armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS)
+            } else if ex.status == 0 {
+                // `body_timeout`: answer if nothing of the response went out; the upstream connection is closed
+                // (it holds a partial request), and so is this one (the rest of the body could arrive any time).
+                respondError(ex, status: 408, code: "request_timeout", reason: "body_timeout", close: true)
+            } else {
+                abort()
+            }
         } else {
             abort()
         }
