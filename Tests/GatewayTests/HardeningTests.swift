@@ -223,6 +223,20 @@ import TestSupport
             bytes += c.readRaw(timeout: 0.5)
         }
         #expect(String(decoding: bytes, as: UTF8.self).contains("\"request_timeout\""))
+        // The stream's client half ends too: nghttp2 follows the complete 408 with RST_STREAM(NO_ERROR).
+        var all = bytes
+        let rstDeadline = Date().addingTimeInterval(10)
+        func hasReset(_ b: [UInt8]) -> Bool {
+            var i = 0
+            while i + 9 <= b.count {
+                let n = Int(b[i]) << 16 | Int(b[i + 1]) << 8 | Int(b[i + 2])
+                if b[i + 3] == 3 && b[i + 8] == 1 && b[i + 5] == 0 && b[i + 6] == 0 && b[i + 7] == 0 { return true }
+                i += 9 + n
+            }
+            return false
+        }
+        while Date() < rstDeadline && !hasReset(all) && !c.peerClosed { all += c.readRaw(timeout: 0.5) }
+        #expect(hasReset(all), "no RST_STREAM on stream 1 after the 408")
         var got: [UInt8] = []
         #expect(up.waitForEOF(timeout: 10, received: &got), "the upstream connection stayed open")
         #expect(String(decoding: got, as: UTF8.self).hasPrefix("POST / HTTP/1.1\r\n"))
