@@ -628,3 +628,12 @@ routes:                                # first match wins, in file order
     #expect(texts.contains { $0.hasPrefix("weak.yaml:3:18:") && $0.contains("1024") }, "\(texts)")
     #expect(texts.contains { $0.hasPrefix("weak.yaml:3:18:") && $0.lowercased().contains("sha-1") || $0.lowercased().contains("sha1") }, "\(texts)")
 }
+
+@Test func bodyTimeoutIsBoundedAndReportedWithItsPosition() {
+    expectSingleError("server:\n  limits:\n    body_timeout: 500ms\n" + minimalTail,
+                      line: 3, column: 19, "server.limits.body_timeout must be between")
+    expectSingleError("server:\n  limits:\n    body_timeout: 2h\n" + minimalTail,
+                      line: 3, column: 19, "server.limits.body_timeout must be between")
+    expectSingleError("server:\n  limits:\n    body_timeout: soon\n" + minimalTail,
+                      line: 3, column: 19, "invalid duration 'soon' for server.limits.body_timeout")
+}

@@ -172,7 +172,7 @@ extension ConfigDecoder {
         var limits = LimitSettings()
         guard let f = fields(node, "server.limits", known: [
             "max_connections", "max_header_bytes", "max_headers", "max_body_bytes",
-            "header_timeout", "idle_timeout", "shutdown_grace",
+            "header_timeout", "body_timeout", "idle_timeout", "shutdown_grace",
         ]) else { return limits }
         if let v = f.value("max_connections"), let n = int(v, "server.limits.max_connections", in: 1...10_000_000) {
             limits.maxConnections = n
@@ -188,6 +188,9 @@ extension ConfigDecoder {
         }
         if let v = f.value("header_timeout"), let d = duration(v, "server.limits.header_timeout", in: 0.001...86400) {
             limits.headerTimeout = d
+        }
+        if let v = f.value("body_timeout"), let d = duration(v, "server.limits.body_timeout", in: 1...3600) {
+            limits.bodyTimeout = d
         }
         if let v = f.value("idle_timeout"), let d = duration(v, "server.limits.idle_timeout", in: 0.001...86400) {
             limits.idleTimeout = d

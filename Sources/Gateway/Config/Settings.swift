@@ -98,6 +98,8 @@ public struct LimitSettings: Sendable {
     public var maxBodyBytes: Int64 = 10 * 1024 * 1024
     /// Seconds.
     public var headerTimeout: Double = 10
+    /// The longest gap between two reads of a request body (1 s to 1 h); then 408, or a cut if the response started.
+    public var bodyTimeout: Double = 60
     public var idleTimeout: Double = 60
     public var shutdownGrace: Double = 10
     public init() {}

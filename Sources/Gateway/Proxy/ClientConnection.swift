@@ -87,8 +87,9 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         if phase != .closed && events & EventLoop.writable != 0 { flush() }
     }
 
-    /// Starts serving: the idle timer runs until the first byte (for TLS: the handshake must finish within
-    /// `header_timeout`).
+    /// Starts serving: a new connection must start its first request (or the h2c preface) within
+    /// `header_timeout` from accept, like nginx's `client_header_timeout` (for TLS: the handshake must finish
+    /// within it), so a silent connection holds a slot no longer than a slow head would.
     func start() {
         if case .tls(let stream) = transport {
             handshaking = true
@@ -96,7 +97,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             continueHandshake(stream)
             return
         }
-        armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
+        armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
         readFromSocket()
     }
 
@@ -352,12 +353,16 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {
         let pool = worker.pool(for: route.upstreamIndex)
         ex.pool = pool
-        let requestHead = RequestHeadWriter.write(
+        guard let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: scheme)
+            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: scheme) else {
+            respondError(ex, status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
+            return
+        }
         if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
         ex.upstreamStart = worker.loop.now
         phase = ex.requestDone ? .waiting : .body
+        if phase == .body { armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS) }
         if head.expectContinue && !ex.requestDone { ex.continuePending = true }
         connectUpstream(ex, requestHead: requestHead)
     }
@@ -392,6 +397,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             upstream.send(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
             inBuf.consume(n)
             ex.bodyReceived += Int64(n)
+            bodyProgressed()
             if remaining - Int64(n) == 0 {
                 ex.requestBody = .done
             } else {
@@ -418,6 +424,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             case .consumed(let n):
                 inBuf.consume(n)
                 ex.requestBody = .chunked(decoder)
+                bodyProgressed()
             case .done(let n):
                 inBuf.consume(n)
                 upstream.sendLastChunk()
@@ -433,6 +440,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             break
         }
         if ex.requestDone {
+            // The body is in: from here the upstream's `response_timeout` bounds the wait.
+            cancelTimer()
             phase = ex.responseDone ? .head : .waiting
             upstream.requestComplete()
             if ex.responseDone { finishExchange() }
@@ -610,6 +619,13 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
     }
 
+    /// Body bytes arrived: `body_timeout` is the longest gap between two of them (it only moves the deadline;
+    /// the timer re-schedules itself when it fires early).
+    @inline(__always)
+    private func bodyProgressed() {
+        armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS)
+    }
+
     private func cancelTimer() {
         deadline = 0
         worker.loop.cancel(timer)
@@ -627,6 +643,17 @@ final class ClientConnection: EventHandler, UpstreamOwner {
             respondDirect(status: 408, code: "request_timeout", reason: "header_timeout", method: "-", path: "-", close: true)
         } else if phase == .head {
             close()
+        } else if phase == .body, let ex = exchange {
+            if readPaused {
+                // The upstream is not taking the body: the client is not the one stalling.
+                armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS)
+            } else if ex.status == 0 {
+                // `body_timeout`: answer if nothing of the response went out; the upstream connection is closed
+                // (it holds a partial request), and so is this one (the rest of the body could arrive any time).
+                respondError(ex, status: 408, code: "request_timeout", reason: "body_timeout", close: true)
+            } else {
+                abort()
+            }
         } else {
             abort()
         }

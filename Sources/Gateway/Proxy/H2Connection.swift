@@ -28,6 +28,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private var inReceive = false
     private var timer: LoopTimer!
     private var idleDeadline: UInt64 = 0
+    /// Until the first request arrives the connection gets `header_timeout`, not `idle_timeout`: an h2c or
+    /// h2 client that sends its preface and nothing else holds a slot no longer than a silent HTTP/1.1 one.
+    private var sawRequest = false
     var registered = false
 
     var scheme: String { if case .tls = transport { return "https" }; return "http" }
@@ -129,6 +132,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     func h2(_ session: H2ServerSession, didReceiveRequest streamID: Int32, head: HTTPRequestHead, endStream: Bool) {
         let stream = H2StreamExchange(streamID: streamID, connection: self)
         streams[streamID] = stream
+        sawRequest = true
         armIdle()
         stream.begin(head, endStream: endStream)
     }
@@ -154,6 +158,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     func h2(_ session: H2ServerSession, streamExceededHeaderLimit streamID: Int32) {
         let stream = H2StreamExchange(streamID: streamID, connection: self)
         streams[streamID] = stream
+        sawRequest = true
         stream.refuseHeadersTooLarge()
     }
 
@@ -205,7 +210,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     private func armIdle() {
         guard streams.isEmpty else { idleDeadline = 0; return }
-        let at = worker.loop.now + worker.runtime.idleTimeoutNS
+        let at = worker.loop.now + (sawRequest ? worker.runtime.idleTimeoutNS : worker.runtime.headerTimeoutNS)
         idleDeadline = at
         if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
     }
@@ -214,7 +219,8 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         guard !closed, idleDeadline != 0, streams.isEmpty else { return }
         if worker.loop.now < idleDeadline { worker.loop.schedule(timer, at: idleDeadline); return }
         drain()
-        if !closed && session.isFinished { close() }
+        // Never a request: nothing to wait for (no PING round trip from a client that may not be listening).
+        if !closed && (session.isFinished || !sawRequest) { close() }
     }
 
     func abort() { close() }

@@ -22,6 +22,9 @@ final class H2StreamExchange: UpstreamOwner {
     private var chunkedUpstream = false
     private var headSent = false
     private var finished = false
+    /// `body_timeout`: armed while the request body is still coming, pushed back by every DATA frame.
+    private var bodyTimer: LoopTimer?
+    private var bodyDeadline: UInt64 = 0
 
     init(streamID: Int32, connection: H2Connection) {
         self.streamID = streamID
@@ -47,6 +50,7 @@ final class H2StreamExchange: UpstreamOwner {
         }
         exchange = ex
         if case .chunked = ex.requestBody { chunkedUpstream = true }
+        if !endStream { bodyProgressed() }
         admitting = true
         worker.appCheck.evaluate(head: head, route: route) { [weak self] decision in
             guard let self, self.admitting, !self.finished else { return }
@@ -65,9 +69,12 @@ final class H2StreamExchange: UpstreamOwner {
     private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {
         let pool = worker.pool(for: route.upstreamIndex)
         ex.pool = pool
-        let requestHead = RequestHeadWriter.write(
+        guard let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peerIP: connection.peerIP, trusted: worker.runtime.isTrusted(connection.peer), scheme: connection.scheme)
+            peerIP: connection.peerIP, trusted: worker.runtime.isTrusted(connection.peer), scheme: connection.scheme) else {
+            respondError(status: 400, code: "bad_request", reason: "unsafe_header_value")
+            return
+        }
         ex.upstreamStart = worker.loop.now
         switch pool.acquire(for: self, method: ex.method) {
         case .failure(let kind):
@@ -93,6 +100,7 @@ final class H2StreamExchange: UpstreamOwner {
             return
         }
         ex.bodyReceived += Int64(bytes.count)
+        if !endOfRequest { bodyProgressed() }
         if ex.bodyReceived > ex.maxBodyBytes {
             respondError(status: 413, code: "body_too_large", reason: "body_too_large")
             return
@@ -118,6 +126,7 @@ final class H2StreamExchange: UpstreamOwner {
 
     func requestEnded() {
         endOfRequest = true
+        stopBodyTimer()
         if forwarding { finishRequestBody() }
     }
 
@@ -199,6 +208,40 @@ final class H2StreamExchange: UpstreamOwner {
 
     func outputDrained() { exchange?.upstream?.clientDrained() }
 
+    // MARK: body_timeout
+
+    private func bodyProgressed() {
+        let at = worker.loop.now + worker.runtime.bodyTimeoutNS
+        bodyDeadline = at
+        let timer: LoopTimer
+        if let t = bodyTimer { timer = t } else {
+            timer = LoopTimer { [weak self] in self?.bodyTimerFired() }
+            bodyTimer = timer
+        }
+        // Moving the deadline later costs nothing: the timer re-schedules itself when it fires early.
+        if !timer.isArmed { worker.loop.schedule(timer, at: at) }
+    }
+
+    private func stopBodyTimer() {
+        bodyDeadline = 0
+        if let t = bodyTimer { worker.loop.cancel(t) }
+    }
+
+    private func bodyTimerFired() {
+        guard let timer = bodyTimer, bodyDeadline != 0, !finished, !endOfRequest, exchange != nil else { return }
+        if worker.loop.now < bodyDeadline || admitting || unconsumed > 0 {
+            // Early, or the client is held back by flow control (we have not acknowledged its DATA yet).
+            if worker.loop.now >= bodyDeadline { bodyDeadline = worker.loop.now + worker.runtime.bodyTimeoutNS }
+            worker.loop.schedule(timer, at: bodyDeadline)
+            return
+        }
+        bodyDeadline = 0
+        // 408 if nothing of the response went out, else a reset; either way the upstream connection (holding a
+        // partial request) is closed.
+        respondError(status: 408, code: "request_timeout", reason: "body_timeout")
+        connection.streamProgressed()
+    }
+
     // MARK: answers of our own
 
     func refuseHeadersTooLarge() {
@@ -233,11 +276,13 @@ final class H2StreamExchange: UpstreamOwner {
     private func finish() {
         guard !finished, let ex = exchange else { return }
         finished = true
+        stopBodyTimer()
         worker.record(ex)
     }
 
     /// The client reset the stream or the connection went away.
     func cancelled() {
+        stopBodyTimer()
         guard let ex = exchange else { return }
         ex.upstream?.abandon()
         ex.upstream = nil

@@ -4,12 +4,22 @@ import HTTPWire
 /// Builds the request head sent upstream (SPEC §6): hop-by-hop headers and those named in `Connection`
 /// removed (RFC 9110 §7.6.1), client-sent `X-AppCheck-*` removed, the token removed unless the route
 /// forwards it, `X-Forwarded-*`, `X-Request-Id` and the `X-AppCheck-*` results added, and the body framing
-/// re-stated (`Content-Length` as received, or `Transfer-Encoding: chunked`).
+/// re-stated (`Content-Length` as received, or `Transfer-Encoding: chunked`). Header names containing `_` are
+/// dropped (nginx's default): CGI-style servers read `X_AppCheck_Status` as `X-AppCheck-Status`.
+///
+/// Defence in depth (SPEC §6): whatever its source (client, claim, config), no CR, LF or NUL ever reaches the
+/// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
 enum RequestHeadWriter {
     static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
-                      exchange ex: Exchange, peerIP: String, trusted: Bool, scheme: String) -> [UInt8] {
+                      exchange ex: Exchange, peerIP: String, trusted: Bool, scheme: String) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(head.headers.bytes.count + 256)
+        // Start of the current value: each value is scanned for CR/LF/NUL once written.
+        var mark = 0
+        var safe = true
+        func checkValue() {
+            if safe && hasLineBreakOrNUL(out, from: mark) { safe = false }
+        }
         out.appendUTF8(head.method)
         out.append(UInt8(ascii: " "))
         out.appendUTF8(upstream.basePath)
@@ -18,6 +28,7 @@ enum RequestHeadWriter {
             out.append(UInt8(ascii: "?"))
             out.appendUTF8(q)
         }
+        checkValue()
         out.appendUTF8(" HTTP/1.1\r\n")
 
         var host: String? = target.absoluteHost
@@ -33,16 +44,21 @@ enum RequestHeadWriter {
                 switch kind {
                 case .pass:
                     if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
+                    if name.contains(UInt8(ascii: "_")) { continue }
                     out.append(contentsOf: name)
                     out.append(UInt8(ascii: ":"))
                     out.append(UInt8(ascii: " "))
+                    mark = out.count
                     out.append(contentsOf: value)
+                    checkValue()
                     out.append(13); out.append(10)
                 case .token:
                     if route.forwardToken {
                         out.append(contentsOf: name)
                         out.appendUTF8(": ")
+                        mark = out.count
                         out.append(contentsOf: value)
+                        checkValue()
                         out.append(13); out.append(10)
                     }
                 case .host:
@@ -65,32 +81,48 @@ enum RequestHeadWriter {
         }
         // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none: name the upstream.
         out.appendUTF8("Host: ")
+        mark = out.count
         out.appendUTF8(host ?? upstream.authority)
+        checkValue()
         out.append(13); out.append(10)
         out.appendUTF8("X-Forwarded-For: ")
+        mark = out.count
         if let xff = clientForwardedFor, !xff.isEmpty {
             out.append(contentsOf: xff)
             out.appendUTF8(", ")
         }
         out.appendUTF8(peerIP)
+        checkValue()
         out.appendUTF8("\r\nX-Forwarded-Proto: ")
+        mark = out.count
         out.append(contentsOf: clientProto ?? Array(scheme.utf8))
+        checkValue()
         if let h = clientHost ?? host.map({ Array($0.utf8) }) {
             out.appendUTF8("\r\nX-Forwarded-Host: ")
+            mark = out.count
             out.append(contentsOf: h)
+            checkValue()
         }
         out.appendUTF8("\r\nX-Request-Id: ")
+        mark = out.count
         out.appendUTF8(ex.requestId)
+        checkValue()
         out.appendUTF8("\r\nX-AppCheck-Status: ")
+        mark = out.count
         out.appendUTF8(ex.appCheck.status)
+        checkValue()
         if ex.appCheck.status == "verified", let appId = ex.appCheck.appId {
             out.appendUTF8("\r\nX-AppCheck-App-Id: ")
+            mark = out.count
             out.appendUTF8(appId)
+            checkValue()
         }
         if route.enforcement == .monitor, ex.appCheck.status != "verified", ex.appCheck.status != "skipped",
            let reason = ex.appCheck.reason {
             out.appendUTF8("\r\nX-AppCheck-Reason: ")
+            mark = out.count
             out.appendUTF8(reason)
+            checkValue()
         }
         switch head.framing {
         case .none: break
@@ -101,7 +133,18 @@ enum RequestHeadWriter {
             out.appendUTF8("\r\nTransfer-Encoding: chunked")
         }
         out.appendUTF8("\r\n\r\n")
-        return out
+        return safe ? out : nil
+    }
+
+    /// True when `bytes[from...]` holds CR, LF or NUL: what could end a header line or a request early.
+    static func hasLineBreakOrNUL(_ bytes: [UInt8], from: Int) -> Bool {
+        var i = from
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == 13 || b == 10 || b == 0 { return true }
+            i += 1
+        }
+        return false
     }
 }
 

@@ -21,6 +21,7 @@ final class Runtime: Sendable {
     let routes: [RouteSettings]
     let idleTimeoutNS: UInt64
     let headerTimeoutNS: UInt64
+    let bodyTimeoutNS: UInt64
     /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     let policy: AppCheckPolicy
     let outdatedClient: OutdatedClientMatcher?
@@ -32,6 +33,7 @@ final class Runtime: Sendable {
         routes = settings.routes
         idleTimeoutNS = .nanoseconds(settings.server.limits.idleTimeout)
         headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
+        bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)
         policy = settings.appCheckPolicy
         if let oc = settings.appCheck.outdatedClient {
             outdatedClient = OutdatedClientMatcher(headerLowercased: oc.header.lowercased(),

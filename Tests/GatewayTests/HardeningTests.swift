@@ -1,0 +1,244 @@
+import EventLoop
+import Foundation
+import Glibc
+@testable import Gateway
+import HTTPWire
+import Testing
+import TestSupport
+
+/// Issue 15 (hardening) regressions, over real sockets: `_` header names (#8), the request writer's own
+/// CR/LF/NUL refusal (#6), `header_timeout` from accept (#9) and `body_timeout` (#2), on HTTP/1.1 and HTTP/2.
+@Suite struct HardeningTests {
+    static let routes = """
+      - name: open
+        prefix: /
+        upstream: api
+        enforcement: off
+        max_body_bytes: 20MiB
+    """
+
+    // MARK: #8 header names with `_`
+
+    @Test func underscoreHeaderNamesAreNeverForwardedOverHTTP1OrHTTP2() throws {
+        let h = try GatewayHarness { GatewayHarness.config(upstream: $0, routes: Self.routes) }
+        defer { h.stop() }
+        let r = try RawHTTPClient.roundTrip(port: h.port, """
+            GET /h1 HTTP/1.1\r
+            Host: a\r
+            X_AppCheck_Status: verified\r
+            X_Forwarded_For: 10.9.8.7\r
+            X-Kept: yes\r
+            \r
+
+            """)
+        #expect(r.status == 200)
+        let seen1 = try #require(h.upstream.receivedHeads.last { $0.hasPrefix("GET /h1 ") })
+        #expect(seen1.contains("X-Kept: yes\n"))
+        #expect(!seen1.lowercased().contains("x_appcheck_status"), "\(seen1)")
+        #expect(!seen1.lowercased().contains("x_forwarded_for"), "\(seen1)")
+        #expect(!seen1.contains("10.9.8.7"), "\(seen1)")
+
+        let c = try Run.command("curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                                         "--http2-prior-knowledge", "-H", "X_AppCheck_Status: verified",
+                                         "-H", "X_Forwarded_For: 10.9.8.7", "-H", "X-Kept: yes",
+                                         "http://127.0.0.1:\(h.port)/h2"], timeout: 30)
+        #expect(c.stdout == "200 2", "\(c.stdout) \(c.stderr)")
+        let seen2 = try #require(h.upstream.receivedHeads.last { $0.hasPrefix("GET /h2 ") })
+        #expect(seen2.lowercased().contains("x-kept: yes\n"))
+        #expect(!seen2.lowercased().contains("x_appcheck_status"), "\(seen2)")
+        #expect(!seen2.lowercased().contains("x_forwarded_for"), "\(seen2)")
+        #expect(!seen2.contains("10.9.8.7"), "\(seen2)")
+    }
+
+    // MARK: #6 the writer refuses CR, LF and NUL whatever their source
+
+    static func writerInputs() throws -> (HTTPRequestHead, RequestTarget, RouteSettings, UpstreamSettings) {
+        let yaml = GatewayHarness.config(upstream: "http://127.0.0.1:9", routes: routes)
+        let settings = try ConfigLoader.load(yaml: yaml, path: "hardening.yaml", environment: [:]).get()
+        var parser = HTTPRequestHeadParser()
+        let bytes = Array("GET /a?b=1 HTTP/1.1\r\nHost: a\r\nX-Kept: yes\r\n\r\n".utf8)
+        guard case .complete(let head, _) = bytes.withUnsafeBytes({ parser.parse($0) }) else {
+            throw HarnessError("head did not parse")
+        }
+        let target = try RequestTarget.parse(head.target).get()
+        return (head, target, settings.routes[0], settings.upstreams[0])
+    }
+
+    static func exchange() -> Exchange {
+        Exchange(method: "GET", path: "/a", requestId: "abc", start: 0, routeIndex: 0, routeName: "open", maxBodyBytes: 0)
+    }
+
+    @Test func requestWriterWritesASafeHead() throws {
+        let (head, target, route, upstream) = try Self.writerInputs()
+        let written: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                                        exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
+                                                        scheme: "http")
+        let out = try #require(written)
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(text.hasPrefix("GET /a?b=1 HTTP/1.1\r\n"))
+        #expect(text.contains("\r\nX-Kept: yes\r\n"))
+        #expect(text.hasSuffix("\r\n\r\n"))
+    }
+
+    @Test(arguments: ["app-id\r\nGET /o/SMUG HTTP/1.1", "app\nid", "app\rid", "app\0id"])
+    func requestWriterRefusesLineBreaksAndNULInAClaim(_ sub: String) throws {
+        let (head, target, route, upstream) = try Self.writerInputs()
+        let ex = Self.exchange()
+        ex.appCheck = AppCheckOutcome(status: "verified", outcome: "verified", appId: sub)
+        let out: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                                    exchange: ex, peerIP: "127.0.0.1", trusted: false, scheme: "http")
+        #expect(out == nil, "written: \(out.map { String(decoding: $0, as: UTF8.self) } ?? "")")
+    }
+
+    @Test func requestWriterRefusesLineBreaksInOtherValues() throws {
+        let (head, target, route, upstream) = try Self.writerInputs()
+        let badId = Exchange(method: "GET", path: "/a", requestId: "x\r\nEvil: 1", start: 0, routeIndex: 0,
+                             routeName: "open", maxBodyBytes: 0)
+        #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream, exchange: badId,
+                                        peerIP: "127.0.0.1", trusted: false, scheme: "http") == nil)
+        #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                        exchange: Self.exchange(), peerIP: "127.0.0.1\n", trusted: false,
+                                        scheme: "http") == nil)
+        var badTarget = target
+        badTarget.query = "a\r\nb"
+        #expect(RequestHeadWriter.write(head: head, target: badTarget, route: route, upstream: upstream,
+                                        exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
+                                        scheme: "http") == nil)
+    }
+
+    // MARK: #9 header_timeout from accept
+
+    func silentHarness() throws -> GatewayHarness {
+        try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, limits: ["header_timeout": "1s", "idle_timeout": "60s"])
+        }
+    }
+
+    @Test func aConnectionThatSendsNothingIsClosedAfterHeaderTimeout() throws {
+        let h = try silentHarness()
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        // Generous: header_timeout is 1 s, idle_timeout 60 s.
+        #expect(c.waitForClose(timeout: 20))
+    }
+
+    @Test func anH2CConnectionThatSendsNoRequestIsClosedAfterHeaderTimeout() throws {
+        let h = try silentHarness()
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        try c.send(TLSAndHTTP2Tests.preface)
+        let deadline = Date().addingTimeInterval(20)
+        var closed = false
+        while Date() < deadline && !closed {
+            _ = c.readRaw(timeout: 0.5)   // SETTINGS, then the GOAWAY
+            closed = c.peerClosed
+        }
+        #expect(closed)
+    }
+
+    // MARK: #2 body_timeout
+
+    /// A bare upstream: accepts one connection, reads what arrives, reports when the gateway closes it.
+    final class BareUpstream {
+        let listenFD: Int32
+        let port: UInt16
+        var conn: Int32 = -1
+
+        init() throws {
+            guard let addr = SocketAddress(ip: "127.0.0.1", port: 0) else { throw HarnessError("address") }
+            listenFD = try Socket.listen(addr, backlog: 16, reusePort: false)
+            port = Socket.localAddress(listenFD)?.port ?? 0
+        }
+
+        deinit {
+            if conn >= 0 { Glibc.close(conn) }
+            Glibc.close(listenFD)
+        }
+
+        func accept(timeout: Double) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+                if poll(&pfd, 1, 100) > 0, let (c, _) = Socket.accept(listenFD) {
+                    conn = c
+                    return true
+                }
+            }
+            return false
+        }
+
+        /// Reads until EOF (true) or `timeout`; the bytes read so far go to `received`.
+        func waitForEOF(timeout: Double, received: inout [UInt8]) -> Bool {
+            let deadline = Date().addingTimeInterval(timeout)
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while Date() < deadline {
+                var pfd = pollfd(fd: conn, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                let n = chunk.withUnsafeMutableBytes { recv(conn, $0.baseAddress, $0.count, 0) }
+                if n == 0 { return true }
+                if n < 0 { if errno == EAGAIN || errno == EINTR { continue }; return true }
+                received += chunk[0..<n]
+            }
+            return false
+        }
+    }
+
+    func bodyTimeoutHarness(_ upstream: BareUpstream) throws -> GatewayHarness {
+        try GatewayHarness { _ in
+            GatewayHarness.config(upstream: "http://127.0.0.1:\(upstream.port)", routes: Self.routes,
+                                  limits: ["body_timeout": "1s", "idle_timeout": "60s"])
+                .replacingOccurrences(of: "response_timeout: 2s", with: "response_timeout: 60s")
+        }
+    }
+
+    @Test func aStalledHTTP1BodyIsAnswered408AndBothConnectionsClose() throws {
+        let up = try BareUpstream()
+        let h = try bodyTimeoutHarness(up)
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port, timeout: 20)
+        try c.send("POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n0123456789")
+        #expect(up.accept(timeout: 10), "the gateway never connected upstream")
+        let r = try c.readResponse(requestMethod: "POST")
+        #expect(r.status == 408)
+        #expect(r.bodyText.contains("\"request_timeout\""), "\(r.bodyText)")
+        #expect(c.waitForClose(timeout: 10))
+        var got: [UInt8] = []
+        #expect(up.waitForEOF(timeout: 10, received: &got), "the upstream connection stayed open")
+        #expect(String(decoding: got, as: UTF8.self).hasPrefix("POST /upload HTTP/1.1\r\n"))
+    }
+
+    @Test func aStalledHTTP2BodyIsAnswered408AndItsUpstreamConnectionCloses() throws {
+        let up = try BareUpstream()
+        let h = try bodyTimeoutHarness(up)
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port, timeout: 20)
+        // POST / with :authority a (HPACK static :method POST = 0x83), no END_STREAM, then 10 bytes of DATA.
+        let post: [UInt8] = [0x83, 0x86, 0x84, 0x41, 0x01, UInt8(ascii: "a")]
+        try c.send(TLSAndHTTP2Tests.preface + TLSAndHTTP2Tests.frame(1, flags: 0x4, stream: 1, post)
+                   + TLSAndHTTP2Tests.frame(0, stream: 1, Array("0123456789".utf8)))
+        #expect(up.accept(timeout: 10), "the gateway never connected upstream")
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && !String(decoding: bytes, as: UTF8.self).contains("request_timeout") && !c.peerClosed {
+            bytes += c.readRaw(timeout: 0.5)
+        }
+        #expect(String(decoding: bytes, as: UTF8.self).contains("\"request_timeout\""))
+        // The stream's client half ends too: nghttp2 follows the complete 408 with RST_STREAM(NO_ERROR).
+        var all = bytes
+        let rstDeadline = Date().addingTimeInterval(10)
+        func hasReset(_ b: [UInt8]) -> Bool {
+            var i = 0
+            while i + 9 <= b.count {
+                let n = Int(b[i]) << 16 | Int(b[i + 1]) << 8 | Int(b[i + 2])
+                if b[i + 3] == 3 && b[i + 8] == 1 && b[i + 5] == 0 && b[i + 6] == 0 && b[i + 7] == 0 { return true }
+                i += 9 + n
+            }
+            return false
+        }
+        while Date() < rstDeadline && !hasReset(all) && !c.peerClosed { all += c.readRaw(timeout: 0.5) }
+        #expect(hasReset(all), "no RST_STREAM on stream 1 after the 408")
+        var got: [UInt8] = []
+        #expect(up.waitForEOF(timeout: 10, received: &got), "the upstream connection stayed open")
+        #expect(String(decoding: got, as: UTF8.self).hasPrefix("POST / HTTP/1.1\r\n"))
+    }
+}
