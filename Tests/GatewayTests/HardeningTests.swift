@@ -241,4 +241,68 @@ import TestSupport
         #expect(up.waitForEOF(timeout: 10, received: &got), "the upstream connection stayed open")
         #expect(String(decoding: got, as: UTF8.self).hasPrefix("POST / HTTP/1.1\r\n"))
     }
+
+    // MARK: #1 a client that goes away mid-request frees everything at once
+
+    /// Sockets of this process in CLOSE-WAIT whose local port is `port` (from /proc/net/tcp).
+    static func closeWaitCount(localPort port: UInt16) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return -1 }
+        let hexPort = String(format: ":%04X", Int(port))
+        return text.split(separator: "\n").dropFirst().filter { line in
+            let f = line.split(separator: " ")
+            return f.count > 3 && f[1].hasSuffix(hexPort) && f[3] == "08"
+        }.count
+    }
+
+    static func openConnections(_ h: GatewayHarness) throws -> String {
+        let m = try RawHTTPClient.roundTrip(port: h.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText
+        return m.split(separator: "\n").first { $0.hasPrefix("gateway_connections{state=\"open\"}") }.map(String.init) ?? ""
+    }
+
+    @Test(arguments: ["h2c", "http1"])
+    func clientsClosingMidRequestBodyLeaveNothingOpen(_ proto: String) throws {
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: Self.routes, limits: ["idle_timeout": "60s", "body_timeout": "60s"])
+                .replacingOccurrences(of: "response_timeout: 2s", with: "response_timeout: 60s")
+                .replacingOccurrences(of: "threads: 1", with: "threads: 2")
+        }
+        defer { h.stop() }
+        let post: [UInt8] = [0x83, 0x86, 0x84, 0x41, 0x01, UInt8(ascii: "a")]
+        let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 16 * 1024)
+        for round in 0..<3 {
+            var clients: [RawHTTPClient] = []
+            for _ in 0..<40 {
+                let c = try RawHTTPClient(port: h.port)
+                if proto == "h2c" {
+                    try c.send(TLSAndHTTP2Tests.preface + TLSAndHTTP2Tests.frame(1, flags: 0x4, stream: 1, post)
+                               + TLSAndHTTP2Tests.frame(0, stream: 1, chunk) + TLSAndHTTP2Tests.frame(0, stream: 1, chunk))
+                } else {
+                    try c.send(Array("POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n".utf8) + chunk + chunk)
+                }
+                clients.append(c)
+            }
+            // Rounds 0 and 1: the requests reach the upstream first (bounded); round 2: the clients leave at once,
+            // while their upstream connections may still be connecting. Half close with RST (linger 0).
+            if round < 2 {
+                let seenDeadline = Date().addingTimeInterval(10)
+                while Date() < seenDeadline && h.upstream.requestCount < 40 * (round + 1) { usleep(10_000) }
+                #expect(h.upstream.requestCount == 40 * (round + 1), "requests forwarded before the clients left")
+            }
+            for (i, c) in clients.enumerated() where i % 2 == 0 {
+                var l = linger(l_onoff: 1, l_linger: 0)
+                setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
+            }
+            clients.removeAll()
+        }
+        let deadline = Date().addingTimeInterval(15)
+        var open = "", closeWait = -1
+        while Date() < deadline {
+            open = try Self.openConnections(h)
+            closeWait = Self.closeWaitCount(localPort: h.port)
+            if open.hasSuffix(" 0") && closeWait == 0 { break }
+            usleep(50_000)
+        }
+        #expect(open.hasSuffix(" 0"), "\(open)")
+        #expect(closeWait == 0, "\(closeWait) gateway sockets in CLOSE-WAIT")
+    }
 }
