@@ -17,7 +17,7 @@ struct Rejection {
     var retryAfter: Int? = nil
 }
 
-/// Applies a route's App Check policy (SPEC §4.2, §5, §6) for one event loop: CORS preflight bypass, header
+/// Applies a route's App Check policy (docs/behaviour.md) for one event loop: CORS preflight bypass, header
 /// checks, the verified-token cache, signature and claim checks against the loop's key-set snapshot, an
 /// unknown-`kid` refetch (the request waits for it), and on replay routes the limited-use check and the
 /// single-use consumption.
@@ -132,7 +132,7 @@ final class AppCheckStep {
         }
     }
 
-    /// `token_sha256` of the log line (SPEC §7): the first 16 hex characters of SHA-256 of the token.
+    /// `token_sha256` of the log line (docs/operations.md): the first 16 hex characters of SHA-256 of the token.
     static func fingerprint(_ token: [UInt8]) -> String {
         String(SHA256Digest.hex(AppCheckVerifier.tokenHash(token)).prefix(16))
     }

@@ -1,9 +1,9 @@
 import EventLoop
 
-/// The answers the gateway gives itself (SPEC §6): JSON `{"error":…,"reason":…,"request_id":…}` with
+/// The answers the gateway gives itself (docs/behaviour.md): JSON `{"error":…,"reason":…,"request_id":…}` with
 /// `Content-Type: application/json`, the request id, and `Retry-After` on 503s.
 enum ErrorResponse {
-    /// The JSON body of SPEC §6, shared by HTTP/1.1 and HTTP/2 answers.
+    /// The JSON body of docs/behaviour.md, shared by HTTP/1.1 and HTTP/2 answers.
     static func body(code: String, reason: String, requestId: String) -> String {
         "{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(requestId)\"}"
     }

@@ -1,13 +1,13 @@
 import EventLoop
 import HTTPWire
 
-/// Builds the request head sent upstream (SPEC §6): hop-by-hop headers and those named in `Connection`
+/// Builds the request head sent upstream (docs/behaviour.md): hop-by-hop headers and those named in `Connection`
 /// removed (RFC 9110 §7.6.1), client-sent `X-AppCheck-*` removed, the token removed unless the route
 /// forwards it, `X-Forwarded-*`, `X-Request-Id` and the `X-AppCheck-*` results added, and the body framing
 /// re-stated (`Content-Length` as received, or `Transfer-Encoding: chunked`). Header names containing `_` are
 /// dropped (nginx's default): CGI-style servers read `X_AppCheck_Status` as `X-AppCheck-Status`.
 ///
-/// Defence in depth (SPEC §6): whatever its source (client, claim, config), no CR, LF or NUL ever reaches the
+/// Defence in depth (docs/behaviour.md): whatever its source (client, claim, config), no CR, LF or NUL ever reaches the
 /// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
 enum RequestHeadWriter {
     static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,

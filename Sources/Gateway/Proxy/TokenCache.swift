@@ -1,6 +1,6 @@
 import AppCheck
 
-/// The verified-token cache of one event loop (SPEC §4.3): tokens whose signature verified, keyed by the
+/// The verified-token cache of one event loop (docs/behaviour.md): tokens whose signature verified, keyed by the
 /// whole token (see `Key`), until their `exp` plus skew. A hit skips parsing and the RSA verify; the time and
 /// claim checks still run on every hit. Bounded: when full, expired entries go first, then the oldest.
 ///

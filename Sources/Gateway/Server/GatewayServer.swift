@@ -29,7 +29,7 @@ public final class GatewayServer: @unchecked Sendable {
     public private(set) var tlsListenAddresses: [SocketAddress] = []
     /// The admin listener's bound address.
     public private(set) var adminAddress: SocketAddress?
-    /// The enforcement dashboard (SPEC §7.1); `dashboard.history_file` is read here, at start only.
+    /// The enforcement dashboard (docs/dashboard.md); `dashboard.history_file` is read here, at start only.
     let dashboard: DashboardService
 
     enum ServerPhase { case created, running, draining, stopped }

@@ -268,7 +268,7 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    /// One access-log line per request (SPEC §7). Never the query, the token, cookies or credentials.
+    /// One access-log line per request (docs/operations.md). Never the query, the token, cookies or credentials.
     private func accessLog(_ ex: Exchange, status: Int) {
         guard logSink.enabled(.info) else { return }
         let now = loop.refreshNow()
