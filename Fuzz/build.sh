@@ -24,6 +24,17 @@ objects=()
 for dir in "$BIN"/*.build; do
   case $dir in *-tool.build|*Tests.build|*/TestSupport.build) continue ;; esac
   mapfile -t o < <(find "$dir" -name '*.o' | sort)
+  # A source moved or deleted since the last build leaves its object behind: keep our modules' objects only
+  # when their source still exists (dependencies' objects are kept as they are).
+  module=$(basename "$dir" .build)
+  if [ -d "Sources/$module" ]; then
+    kept=()
+    for obj in "${o[@]}"; do
+      src=$(basename "$obj" .o)
+      [ -n "$(find "Sources/$module" -name "$src" -print -quit)" ] && kept+=("$obj")
+    done
+    o=("${kept[@]}")
+  fi
   [ ${#o[@]} -gt 0 ] || continue
   # An executable's main would clash with libFuzzer's.
   nm --defined-only "${o[@]}" 2>/dev/null | grep -qE ' T (main|_main)$' && continue
