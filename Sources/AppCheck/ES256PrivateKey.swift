@@ -24,11 +24,7 @@ public struct ES256PrivateKey: Sendable {
     /// Loads an unencrypted PEM private key: `PRIVATE KEY` (PKCS#8, what Apple's `.p8` files hold) or
     /// `EC PRIVATE KEY` (SEC 1). It must be on P-256.
     public init(pemRepresentation pem: String) throws(ES256KeyError) {
-        let parsed: OpaquePointer? = withMemoryBIO(Array(pem.utf8)) { bio in
-            PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
-        }
-        guard let parsed else { ERR_clear_error(); throw .invalidEncoding("not an unencrypted PEM private key") }
-        let key = EVPKey(taking: parsed)
+        guard let key = parsePEMPrivateKey(pem) else { throw .invalidEncoding("not an unencrypted PEM private key") }
         guard ES256PublicKey.isP256(key.pointer) else { throw .notP256 }
         self.key = key
     }

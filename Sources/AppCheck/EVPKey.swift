@@ -68,6 +68,19 @@ func withMemoryBIO<T>(_ bytes: [UInt8], _ body: (OpaquePointer) -> T?) -> T? {
     return body(bio)
 }
 
+/// An unencrypted PEM private key of any type (`PRIVATE KEY` PKCS#8, or the type-specific forms), nil when `pem`
+/// holds none. The empty passphrase callback keeps OpenSSL from prompting on a terminal for encrypted keys.
+func parsePEMPrivateKey(_ pem: String) -> EVPKey? {
+    let parsed: OpaquePointer? = withMemoryBIO(Array(pem.utf8)) { bio in
+        PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
+    }
+    guard let parsed else {
+        ERR_clear_error()
+        return nil
+    }
+    return EVPKey(taking: parsed)
+}
+
 /// The oldest queued OpenSSL error as text (for error messages), and the queue cleared.
 func openSSLErrorText(_ operation: String) -> String {
     let code = ERR_get_error()

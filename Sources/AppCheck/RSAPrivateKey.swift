@@ -31,12 +31,7 @@ public struct RSAPrivateKey: Sendable {
 
     /// Loads an unencrypted PEM private key (`PRIVATE KEY` PKCS#8, or `RSA PRIVATE KEY` PKCS#1).
     public init(pemRepresentation pem: String) throws(RSAKeyError) {
-        let parsed: OpaquePointer? = withMemoryBIO(Array(pem.utf8)) { bio in
-            // An empty passphrase callback result keeps OpenSSL from prompting on a terminal for encrypted keys.
-            PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
-        }
-        guard let parsed else { ERR_clear_error(); throw .invalidEncoding("not an unencrypted PEM private key") }
-        let key = EVPKey(taking: parsed)
+        guard let key = parsePEMPrivateKey(pem) else { throw .invalidEncoding("not an unencrypted PEM private key") }
         guard key.isRSA else { throw .notRSA }
         self.key = key
     }
