@@ -1,4 +1,5 @@
 import AppCheck
+import Foundation
 
 /// The issuer's signing keys (docs/issuer.md `signing_keys`): the first signs, all are published at
 /// `<base_path>/v1/jwks`, and the same public keys form the gateway's own key set for verification (§4.3).
@@ -18,6 +19,25 @@ public struct IssuerKeys: Sendable {
         for (kid, key) in keys { published.append((kid, try key.publicKey)) }
         self.published = published
         document = Array(JWKSet.document(for: published).utf8)
+    }
+
+    /// Reads `signing_keys` (RSA PEM files, in configuration order); each `kid` is the RFC 7638 thumbprint of
+    /// its public key. Throws with the file's path when one cannot be read or is not an RSA private key.
+    public static func load(paths: [String]) throws -> IssuerKeys {
+        var keys: [(kid: String, key: RSAPrivateKey)] = []
+        for path in paths {
+            let pem: String
+            do { pem = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                throw IssuerStartError("\(path): cannot read the signing key")
+            }
+            do {
+                let key = try RSAPrivateKey(pemRepresentation: pem)
+                keys.append((try key.publicKey.jwkThumbprint, key))
+            } catch {
+                throw IssuerStartError("\(path): not an RSA private key (\(error))")
+            }
+        }
+        return try IssuerKeys(keys)
     }
 
     /// The published keys as a verification key set.

@@ -36,4 +36,11 @@ protocol BuiltinHandler: AnyObject {
     /// Answers one request. Called on the event loop's thread; `respond` must be called exactly once, on that
     /// same thread (a handler that works elsewhere hops back with the loop's `execute`).
     func handle(_ request: BuiltinRequest, respond: @escaping (BuiltinResponse) -> Void)
+    /// The answer to a body over `maxBodyBytes`; nil for the gateway's own 413 (`body_too_large`).
+    func bodyTooLarge() -> BuiltinResponse?
+}
+
+extension BuiltinHandler {
+    /// Default: the gateway's own 413 (the issuer answers in its Google-style error shape instead).
+    func bodyTooLarge() -> BuiltinResponse? { nil }
 }
