@@ -10,32 +10,35 @@ final class UpstreamPool {
     let tls: TLSClientContext?
     /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
     unowned(unsafe) let worker: Worker
-    private var idle: [UpstreamConnection] = []
-    private var nextAddress = 0
+    private var state: UpstreamPoolState<UpstreamConnection>
     /// Set when a reload replaced this pool: connections finish their exchange and close.
-    private(set) var retired = false
+    var retired: Bool { state.retired }
 
     init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, worker: Worker) {
         self.settings = settings
         self.addresses = addresses
         self.tls = tls
         self.worker = worker
+        state = UpstreamPoolState(maxIdle: settings.maxIdleConnections, addressCount: addresses.count)
     }
 
-    var idleCount: Int { idle.count }
+    var idleCount: Int { state.idle.count }
 
     /// A connection for one exchange: an idle one if any, else a new non-blocking connect.
     func acquire(for client: UpstreamOwner, method: String) -> Result<UpstreamConnection, UpstreamFailure> {
-        while let conn = idle.popLast() {
-            if conn.isUsable {
-                conn.attach(client, method: method, reused: true)
-                return .success(conn)
-            }
-            conn.close()
+        let address: SocketAddress
+        switch state.acquire(isUsable: { $0.isUsable }) {
+        case let .reuse(conn, stale):
+            for c in stale { c.close() }
+            conn.attach(client, method: method, reused: true)
+            return .success(conn)
+        case let .connect(index, stale):
+            for c in stale { c.close() }
+            address = addresses[index]
+        case let .noAddress(stale):
+            for c in stale { c.close() }
+            return .failure(.connectRefused)
         }
-        guard !addresses.isEmpty else { return .failure(.connectRefused) }
-        let address = addresses[nextAddress % addresses.count]
-        nextAddress &+= 1
         let connected: (fd: Int32, connected: Bool)
         do { connected = try Socket.connect(address) } catch { return .failure(.connectRefused) }
         Socket.setNoDelay(connected.fd)
@@ -57,24 +60,20 @@ final class UpstreamPool {
 
     /// Takes back a connection whose exchange finished cleanly.
     func release(_ conn: UpstreamConnection) {
-        if retired || idle.count >= settings.maxIdleConnections {
+        guard state.release(conn) else {
             conn.close()
             return
         }
         conn.becomeIdle(until: worker.loop.now + worker.runtime.idleTimeoutNS)
-        idle.append(conn)
     }
 
     /// An idle connection closed or timed out.
     func remove(_ conn: UpstreamConnection) {
-        if let i = idle.firstIndex(where: { $0 === conn }) { idle.remove(at: i) }
+        state.remove(conn)
     }
 
     /// Closes idle connections and makes busy ones close when done (config reload, shutdown).
     func retire() {
-        retired = true
-        let all = idle
-        idle.removeAll()
-        for c in all { c.close() }
+        for c in state.retire() { c.close() }
     }
 }

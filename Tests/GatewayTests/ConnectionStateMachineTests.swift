@@ -1,0 +1,133 @@
+@testable import Gateway
+import Testing
+
+/// The connection and pool state machines alone: no socket, no loop, a manual clock (plain numbers).
+@Suite struct ClientTimeoutsTests {
+    static let limits = ClientTimeouts.Limits(header: 10, body: 20, idle: 30)
+
+    @Test func silentPlainConnectionIsClosedAfterHeaderTimeoutFromAccept() {
+        var t = ClientTimeouts(limits: Self.limits, now: 100, tls: false)
+        #expect(t.deadline == 110)
+        do { let action = t.fire(now: 109, readPaused: false, responseStarted: false); #expect(action == .reschedule(110)) }
+        do { let action = t.fire(now: 110, readPaused: false, responseStarted: false); #expect(action == .close) }
+    }
+
+    @Test func handshakeMustFinishWithinHeaderTimeoutThenIdleTimeoutApplies() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: true)
+        do { let action = t.fire(now: 10, readPaused: false, responseStarted: false); #expect(action == .abort) }
+        var u = ClientTimeouts(limits: Self.limits, now: 0, tls: true)
+        u.handshakeDone(now: 5)
+        #expect(u.deadline == 35)
+        do { let action = u.fire(now: 35, readPaused: false, responseStarted: false); #expect(action == .close) }
+    }
+
+    @Test func slowHeadGets408HeaderTimeoutCountedFromItsFirstByte() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        t.headStarted(now: 8)
+        do { let action = t.fire(now: 10, readPaused: false, responseStarted: false); #expect(action == .reschedule(18)) }
+        do { let action = t.fire(now: 18, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "header_timeout")) }
+    }
+
+    @Test func noClientDeadlineWhileTheUpstreamAnswers() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        t.headStarted(now: 1)
+        t.headComplete()
+        #expect(t.deadline == 0)
+        do { let action = t.fire(now: 1_000, readPaused: false, responseStarted: false); #expect(action == .none) }
+    }
+
+    @Test func bodyTimeoutIsTheGapBetweenReads() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        t.headStarted(now: 0)
+        t.headComplete()
+        t.bodyProgressed(now: 5)
+        t.bodyProgressed(now: 20)
+        do { let action = t.fire(now: 25, readPaused: false, responseStarted: false); #expect(action == .reschedule(40)) }
+        do { let action = t.fire(now: 40, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "body_timeout")) }
+    }
+
+    @Test func bodyTimeoutWaitsWhileTheUpstreamHoldsReadingBack() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        t.bodyProgressed(now: 0)
+        do { let action = t.fire(now: 20, readPaused: true, responseStarted: false); #expect(action == .reschedule(40)) }
+        do { let action = t.fire(now: 40, readPaused: false, responseStarted: true); #expect(action == .abort) }
+    }
+
+    @Test func completeRequestStopsTheBodyDeadlineAndIdleFollowsTheResponse() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        t.bodyProgressed(now: 0)
+        t.requestComplete()
+        #expect(t.state == .busy)
+        do { let action = t.fire(now: 500, readPaused: false, responseStarted: false); #expect(action == .none) }
+        t.awaitNextRequest(now: 500)
+        do { let action = t.fire(now: 529, readPaused: false, responseStarted: false); #expect(action == .reschedule(530)) }
+        do { let action = t.fire(now: 530, readPaused: false, responseStarted: false); #expect(action == .close) }
+    }
+
+    @Test func closedConnectionIgnoresTheTimer() {
+        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        t.closed()
+        do { let action = t.fire(now: 1_000, readPaused: false, responseStarted: false); #expect(action == .none) }
+    }
+}
+
+@Suite struct UpstreamPoolStateTests {
+    final class Conn { let id: Int; var usable = true; init(_ id: Int) { self.id = id } }
+
+    @Test func newConnectionsGoRoundRobinOverAddresses() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 3)
+        var picked: [Int] = []
+        for _ in 0..<4 {
+            guard case let .connect(address, close) = pool.acquire(isUsable: { $0.usable }) else { Issue.record("no connect"); return }
+            #expect(close.isEmpty)
+            picked.append(address)
+        }
+        #expect(picked == [0, 1, 2, 0])
+    }
+
+    @Test func idleConnectionsAreReusedNewestFirst() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 1)
+        let a = Conn(1), b = Conn(2)
+        do { let kept = pool.release(a); #expect(kept) }
+        do { let kept = pool.release(b); #expect(kept) }
+        guard case let .reuse(first, _) = pool.acquire(isUsable: { $0.usable }) else { Issue.record("no reuse"); return }
+        #expect(first === b)
+        guard case let .reuse(second, _) = pool.acquire(isUsable: { $0.usable }) else { Issue.record("no reuse"); return }
+        #expect(second === a)
+        guard case .connect = pool.acquire(isUsable: { $0.usable }) else { Issue.record("expected a new connection"); return }
+    }
+
+    @Test func staleIdleConnectionsAreClosedOnTheWay() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 1)
+        let a = Conn(1), b = Conn(2), c = Conn(3)
+        _ = pool.release(a); _ = pool.release(b); _ = pool.release(c)
+        b.usable = false; c.usable = false
+        guard case let .reuse(conn, close) = pool.acquire(isUsable: { $0.usable }) else { Issue.record("no reuse"); return }
+        #expect(conn === a)
+        #expect(close.map(\.id) == [3, 2])
+        #expect(pool.idle.isEmpty)
+    }
+
+    @Test func atMostMaxIdleStayAndNoneAfterRetire() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 2, addressCount: 1)
+        do { let kept = pool.release(Conn(1)); #expect(kept) }
+        do { let kept = pool.release(Conn(2)); #expect(kept) }
+        do { let kept = pool.release(Conn(3)); #expect(!kept) }
+        do { let closed = pool.retire(); #expect(closed.map(\.id) == [1, 2]) }
+        do { let kept = pool.release(Conn(4)); #expect(!kept) }
+        #expect(pool.idle.isEmpty)
+    }
+
+    @Test func removedIdleConnectionIsNotHandedOut() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 2, addressCount: 1)
+        let a = Conn(1)
+        _ = pool.release(a)
+        pool.remove(a)
+        guard case .connect = pool.acquire(isUsable: { _ in true }) else { Issue.record("handed out a removed connection"); return }
+    }
+
+    @Test func noAddressIsAFailureNotACrash() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 2, addressCount: 0)
+        guard case .noAddress = pool.acquire(isUsable: { _ in true }) else { Issue.record("expected noAddress"); return }
+    }
+}
