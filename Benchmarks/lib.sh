@@ -101,7 +101,7 @@ _nginx_common() {  # _nginx_common NAME WORKERS
     [[ $EUID -eq 0 ]] && echo "user root;"
     cat <<EOF
 daemon off;
-master_process on;
+master_process ${NGINX_MASTER_PROCESS:-on};
 worker_processes $2;
 worker_rlimit_nofile 65536;
 pid $dir/nginx.pid;
@@ -128,11 +128,12 @@ _start_nginx() {  # _start_nginx NAME CONF PORT -> sets NGINX_PID
     local name="$1" conf="$2" port="$3"
     nginx -t -q -p "$BENCH_TMP/$name" -e "$BENCH_TMP/$name/err.log" -c "$conf" \
         || die "nginx config $conf is invalid (see $BENCH_TMP/$name/err.log)"
-    nginx -p "$BENCH_TMP/$name" -e "$BENCH_TMP/$name/err.log" -c "$conf" \
+    # NGINX_WRAPPER (e.g. valgrind ...) wraps this nginx only; with NGINX_MASTER_PROCESS=off it is one process.
+    ${NGINX_WRAPPER:-} nginx -p "$BENCH_TMP/$name" -e "$BENCH_TMP/$name/err.log" -c "$conf" \
         >"$BENCH_TMP/$name/stdout.log" 2>"$BENCH_TMP/$name/stderr.log" &
     NGINX_PID=$!
     BENCH_PIDS+=("$NGINX_PID")
-    wait_http "http://127.0.0.1:$port/" 15 "$NGINX_PID" \
+    wait_http "http://127.0.0.1:$port/" "${NGINX_START_TIMEOUT:-15}" "$NGINX_PID" \
         || die "nginx '$name' did not come up on $port: $(cat "$BENCH_TMP/$name/err.log" "$BENCH_TMP/$name/stderr.log" 2>/dev/null)"
 }
 
