@@ -64,14 +64,12 @@ import TestSupport
         return (head, target, settings.routes[0], settings.upstreams[0])
     }
 
-    static func exchange() -> Exchange {
-        Exchange(method: "GET", path: "/a", requestId: "abc", start: 0, routeIndex: 0, routeName: "open", maxBodyBytes: 0)
-    }
+    static let skipped = AppCheckOutcome.skipped
 
     @Test func requestWriterWritesASafeHead() throws {
         let (head, target, route, upstream) = try Self.writerInputs()
         let written: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
-                                                        exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
+                                                        requestId: "abc", appCheck: Self.skipped, peerIP: "127.0.0.1", trusted: false,
                                                         scheme: "http")
         let out = try #require(written)
         let text = String(decoding: out, as: UTF8.self)
@@ -83,26 +81,24 @@ import TestSupport
     @Test(arguments: ["app-id\r\nGET /o/SMUG HTTP/1.1", "app\nid", "app\rid", "app\0id"])
     func requestWriterRefusesLineBreaksAndNULInAClaim(_ sub: String) throws {
         let (head, target, route, upstream) = try Self.writerInputs()
-        let ex = Self.exchange()
-        ex.appCheck = AppCheckOutcome(status: "verified", outcome: "verified", appId: sub)
+        let verified = AppCheckOutcome(status: "verified", outcome: "verified", appId: sub)
         let out: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
-                                                    exchange: ex, peerIP: "127.0.0.1", trusted: false, scheme: "http")
+                                                    requestId: "abc", appCheck: verified, peerIP: "127.0.0.1", trusted: false, scheme: "http")
         #expect(out == nil, "written: \(out.map { String(decoding: $0, as: UTF8.self) } ?? "")")
     }
 
     @Test func requestWriterRefusesLineBreaksInOtherValues() throws {
         let (head, target, route, upstream) = try Self.writerInputs()
-        let badId = Exchange(method: "GET", path: "/a", requestId: "x\r\nEvil: 1", start: 0, routeIndex: 0,
-                             routeName: "open", maxBodyBytes: 0)
-        #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream, exchange: badId,
+        #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
+                                        requestId: "x\r\nEvil: 1", appCheck: Self.skipped,
                                         peerIP: "127.0.0.1", trusted: false, scheme: "http") == nil)
         #expect(RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
-                                        exchange: Self.exchange(), peerIP: "127.0.0.1\n", trusted: false,
+                                        requestId: "abc", appCheck: Self.skipped, peerIP: "127.0.0.1\n", trusted: false,
                                         scheme: "http") == nil)
         var badTarget = target
         badTarget.query = "a\r\nb"
         #expect(RequestHeadWriter.write(head: head, target: badTarget, route: route, upstream: upstream,
-                                        exchange: Self.exchange(), peerIP: "127.0.0.1", trusted: false,
+                                        requestId: "abc", appCheck: Self.skipped, peerIP: "127.0.0.1", trusted: false,
                                         scheme: "http") == nil)
     }
 

@@ -20,8 +20,8 @@ struct BuiltinResponse {
     var status: Int
     var headers: [(String, String)]
     var body: [UInt8]
-    /// Extra fields for the request's one access-log line (for example the issuer's `app_id`, `method`,
-    /// `result` and `rule`); never a secret.
+    /// Fields of a log line of the handler's own, written after the request's access-log line with the same
+    /// `request_id` (the issuer's `app_id`, `method`, `result` and `rule`); none when empty. Never a secret.
     var logFields: [(String, String)] = []
 }
 

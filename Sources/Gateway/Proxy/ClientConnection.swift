@@ -2,20 +2,21 @@ import EventLoop
 import Glibc
 import HTTPWire
 
-/// A downstream HTTP/1.1 connection (RFC 9112): reads requests one at a time, runs each through routing
-/// and the App Check step, streams it to an upstream and streams the response back, in order
-/// (pipelined requests wait in the input buffer until the response before them is complete).
+/// A downstream HTTP/1.1 connection (RFC 9112), the HTTP/1.1 adapter of `Exchange`: it parses request heads one at
+/// a time, decodes the body framing, and writes what the exchange answers in HTTP/1.1 (status line, chunked or
+/// close-delimited bodies, `100 Continue`, keep-alive). Pipelined requests wait in the input buffer until the
+/// response before them is complete. Its deadlines are `ClientTimeouts`.
 ///
-/// Backpressure: reading from the client stops while the upstream's send buffer is above
-/// `highWater`, and reading from the upstream stops while this connection's send buffer is.
-final class ClientConnection: EventHandler, UpstreamOwner {
+/// Backpressure: reading from the client stops while the exchange holds its body (the upstream's send buffer is
+/// above `highWater`), and reading from the upstream stops while this connection's send buffer is.
+final class ClientConnection: EventHandler, ExchangeResponder {
     static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
     static let readSize = 16 * 1024
 
-    /// `admitting`: the head is read and the App Check step is deciding (possibly waiting for a key-set
-    /// refetch or the replay store); body bytes stay buffered until it is done.
-    enum Phase { case head, admitting, body, waiting, closed }
+    /// `head`: reading a request head. `busy`: the exchange decides or answers; body bytes and pipelined requests
+    /// stay buffered. `body`: the exchange wants the body, which is decoded and handed over as it arrives.
+    enum Phase { case head, busy, body, closed }
 
     let fd: Int32
     /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
@@ -41,8 +42,12 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private var closeAfterResponse = false
     private var clientVersionMinor = 1
     private(set) var exchange: Exchange?
+    /// How the current request's body is framed on this connection (decoded here, handed to the exchange).
+    private var bodyFraming = RequestBodyState.none
+    /// How the current response's body is framed towards the client.
+    private var responseFraming = ClientResponseFraming.pending
+    private var timeouts: ClientTimeouts
     private var timer: LoopTimer!
-    private var deadline: UInt64 = 0
     private var headStarted = false
     /// The connection is in the worker's table until `close()`.
     var registered = false
@@ -57,6 +62,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private var handshaking = false
     /// `X-Forwarded-Proto` of this connection.
     var scheme: String { if case .tls = transport { return "https" }; return "http" }
+    var peerTrusted: Bool { worker.runtime.isTrusted(peer) }
 
     init(fd: Int32, peer: SocketAddress, worker: Worker, transport: Transport = .plain) {
         self.fd = fd
@@ -64,7 +70,13 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         self.peer = peer
         self.worker = worker
         inBuf = worker.emptyBuffer
-        parser = HTTPRequestHeadParser(limits: worker.runtime.parserLimits)
+        let runtime = worker.runtime
+        parser = HTTPRequestHeadParser(limits: runtime.parserLimits)
+        var tls = false
+        if case .tls = transport { tls = true }
+        timeouts = ClientTimeouts(limits: .init(header: runtime.headerTimeoutNS, body: runtime.bodyTimeoutNS,
+                                                idle: runtime.idleTimeoutNS),
+                                  now: worker.loop.now, tls: tls)
         timer = LoopTimer { [weak self] in self?.timerFired() }
     }
 
@@ -91,13 +103,12 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     /// `header_timeout` from accept, like nginx's `client_header_timeout` (for TLS: the handshake must finish
     /// within it), so a silent connection holds a slot no longer than a slow head would.
     func start() {
+        syncTimer()
         if case .tls(let stream) = transport {
             handshaking = true
-            armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
             continueHandshake(stream)
             return
         }
-        armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
         readFromSocket()
     }
 
@@ -109,7 +120,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                 handOverToHTTP2(initial: UnsafeRawBufferPointer(start: nil, count: 0))
                 return
             }
-            armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
+            timeouts.handshakeDone(now: worker.loop.now)
+            syncTimer()
             readFromSocket()
         case .wantRead, .wantWrite:
             return
@@ -200,11 +212,9 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         case .body:
             // The client went away mid-body: the request can never be completed.
             abort()
-        case .waiting:
+        case .busy:
             // Half-close after a complete request (RFC 9112 §9.6): still answer it, then close.
-            closeAfterResponse = true
-        case .admitting:
-            if exchange?.requestDone == true { closeAfterResponse = true } else { abort() }
+            if exchange?.bodyEnded ?? true { closeAfterResponse = true } else { abort() }
         case .closed:
             break
         }
@@ -245,7 +255,8 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                 }
                 if !headStarted {
                     headStarted = true
-                    armTimer(worker.loop.now + worker.runtime.headerTimeoutNS)
+                    timeouts.headStarted(now: worker.loop.now)
+                    syncTimer()
                 }
                 switch parser.parse(inBuf.readable) {
                 case .needMore:
@@ -262,7 +273,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                 }
             case .body:
                 if !forwardBody() { return }
-            case .waiting, .admitting:
+            case .busy:
                 // Pipelined (or body) bytes wait; stop reading once more than a head's worth is buffered.
                 if inBuf.readableCount > worker.runtime.parserLimits.maxHeadBytes { pauseReading() }
                 return
@@ -282,196 +293,120 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         case 505: code = "http_version_not_supported"
         default: code = "bad_request"
         }
-        respondDirect(status: error.status, code: code, reason: error.reason, method: "-", path: "-", close: true)
+        answerWithoutRequest(status: error.status, code: code, reason: error.reason)
+    }
+
+    /// An answer when no request head could be read (malformed, or `header_timeout`); the connection closes.
+    private func answerWithoutRequest(status: Int, code: String, reason: String) {
+        closeAfterResponse = true
+        let ex = Exchange(malformedWith: nil, worker: worker, responder: self)
+        exchange = ex
+        phase = .busy
+        ex.respondError(status: status, code: code, reason: reason, close: true)
     }
 
     // MARK: request
 
     private func begin(_ head: HTTPRequestHead) {
-        let runtime = worker.runtime
-        let now = worker.loop.now
         clientVersionMinor = head.versionMinor
         if !head.keepAlive || worker.draining { closeAfterResponse = true }
-        let requestId = worker.requestId(from: head.headers)
-
-        let ex: Exchange, target: RequestTarget, route: RouteSettings
-        switch RequestAdmission.prepare(head, runtime: runtime, requestId: requestId, now: now) {
-        case .admitted(let e, let t, let r):
-            (ex, target, route) = (e, t, r)
-        case .refused(let refusal):
-            if let e = refusal.exchange {
-                exchange = e
-                cancelTimer()
-                respondError(e, status: refusal.status, code: refusal.code, reason: refusal.reason,
-                             close: head.framing != .none || refusal.status == 413)
-            } else {
-                respondDirect(status: refusal.status, code: refusal.code, reason: refusal.reason, method: head.method,
-                              path: refusal.path, requestId: requestId, close: head.framing != .none || refusal.status == 400)
-            }
-            return
+        switch head.framing {
+        case .none: bodyFraming = .none
+        case .contentLength(let n): bodyFraming = n == 0 ? .none : .length(remaining: n)
+        case .chunked: bodyFraming = .chunked(ChunkedDecoder(limits: worker.runtime.parserLimits))
         }
+        var bodyFollows = true
+        if case .none = bodyFraming { bodyFollows = false }
+        responseFraming = .pending
+        let ex = Exchange(head: head, bodyFollows: bodyFollows, worker: worker, responder: self)
         exchange = ex
-        cancelTimer()
-
-        phase = .admitting
-        worker.appCheck.evaluate(head: head, route: route) { [weak self] decision in
-            guard let self, self.phase == .admitting, self.exchange === ex else { return }
-            self.admitted(decision, head: head, target: target, route: route, exchange: ex)
-        }
+        phase = .busy
+        timeouts.headComplete()
+        syncTimer()
+        ex.begin()
     }
 
-    private func admitted(_ decision: AppCheckDecision, head: HTTPRequestHead, target: RequestTarget, route: RouteSettings,
-                          exchange ex: Exchange) {
-        ex.appCheck = decision.outcome
-        ex.appCheckRan = true
-        if let rejection = decision.rejection {
-            respondError(ex, status: rejection.status, code: rejection.code, reason: rejection.reason,
-                         close: !ex.requestDone, retryAfter: rejection.retryAfter)
-            return
-        }
-        // A chunked body already buffered is checked before the upstream sees anything, so a malformed or
-        // oversized first chunk is refused without a word to the upstream.
-        if case .chunked(let decoder) = ex.requestBody, !inBuf.isEmpty {
-            var dry = decoder
-            var size = Int64(0)
-            let result = dry.decode(inBuf.readable) { size += Int64($0.count) }
-            var failure: HTTPParseError?
-            if case .failure(let e) = result { failure = e }
-            if size > ex.maxBodyBytes { failure = .bodyTooLarge }
-            if let e = failure {
-                respondError(ex, status: e.status, code: e.status == 413 ? "body_too_large" : "bad_request",
-                             reason: e.reason, close: true)
-                return
-            }
-        }
-        forward(head: head, target: target, route: route, exchange: ex)
+    /// A chunked body already buffered is checked before the upstream sees anything, so a malformed or oversized
+    /// first chunk is refused without a word to the upstream.
+    func checkBufferedBody(exchange ex: Exchange) -> Bool {
+        guard case .chunked(let decoder) = bodyFraming, !inBuf.isEmpty else { return true }
+        var dry = decoder
+        var size = Int64(0)
+        let result = dry.decode(inBuf.readable) { size += Int64($0.count) }
+        if case .failure(let e) = result { ex.refuseBody(e); return false }
+        if size > ex.maxBodyBytes { ex.refuseBody(.bodyTooLarge); return false }
+        return true
+    }
+
+    func requestBodyWanted(exchange ex: Exchange) {
+        guard phase == .busy, exchange === ex else { return }
+        phase = .body
+        bodyProgressed()
         // Admission may have finished later than the head arrived: continue with what waited meanwhile.
-        if phase == .closed { return }
         if readPaused { resumeReading() } else { processInput() }
     }
 
-    private func forward(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, exchange ex: Exchange) {
-        let pool = worker.pool(for: route.upstreamIndex)
-        ex.pool = pool
-        guard let requestHead = RequestHeadWriter.write(
-            head: head, target: target, route: route, upstream: pool.settings, exchange: ex,
-            peerIP: peerIP, trusted: worker.runtime.isTrusted(peer), scheme: scheme) else {
-            respondError(ex, status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
-            return
-        }
-        if ex.method != "POST" && ex.method != "PATCH" && ex.requestDone { ex.retainedRequest = requestHead }
-        ex.upstreamStart = worker.loop.now
-        phase = ex.requestDone ? .waiting : .body
-        if phase == .body { armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS) }
-        if head.expectContinue && !ex.requestDone { ex.continuePending = true }
-        connectUpstream(ex, requestHead: requestHead)
-    }
-
-    private func connectUpstream(_ ex: Exchange, requestHead: [UInt8]) {
-        guard let pool = ex.pool else { return }
-        switch pool.acquire(for: self, method: ex.method) {
-        case .failure(let kind):
-            upstreamFailed(kind)
-        case .success(let upstream):
-            ex.upstream = upstream
-            upstream.send(requestHead)
-            if ex.continuePending {
-                ex.continuePending = false
-                outBuf.append(Self.continueResponse)
-                flush()
-            }
-            if case .body = phase { processInput() } else { upstream.requestComplete() }
-        }
-    }
-
-    private static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
-
-    /// Moves buffered body bytes to the upstream; true when the body is complete and input may go on.
+    /// Decodes buffered body bytes into the exchange; true when the body is complete and input may go on.
     private func forwardBody() -> Bool {
-        guard let ex = exchange, let upstream = ex.upstream else { return false }
-        switch ex.requestBody {
+        guard let ex = exchange else { return false }
+        var hold = false
+        switch bodyFraming {
         case .length(let remaining):
             let available = inBuf.readableCount
             if available == 0 { return false }
             let n = Int(min(Int64(available), remaining))
-            upstream.send(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
+            hold = !ex.receiveBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
             inBuf.consume(n)
-            ex.bodyReceived += Int64(n)
-            bodyProgressed()
-            if remaining - Int64(n) == 0 {
-                ex.requestBody = .done
-            } else {
-                ex.requestBody = .length(remaining: remaining - Int64(n))
-            }
+            bodyFraming = remaining - Int64(n) == 0 ? .done : .length(remaining: remaining - Int64(n))
         case .chunked(var decoder):
             if inBuf.isEmpty { return false }
-            var overLimit = false
-            let limit = ex.maxBodyBytes
-            var received = ex.bodyReceived
             let result = decoder.decode(inBuf.readable) { data in
-                received += Int64(data.count)
-                if received > limit { overLimit = true; return }
-                upstream.sendChunk(data)
+                if !ex.receiveBody(data) { hold = true }
             }
-            ex.bodyReceived = received
-            if overLimit {
-                upstream.abandon()
-                ex.upstream = nil
-                respondError(ex, status: 413, code: "body_too_large", reason: "body_too_large", close: true)
-                return false
-            }
+            if ex.finished { return false }
             switch result {
             case .consumed(let n):
                 inBuf.consume(n)
-                ex.requestBody = .chunked(decoder)
-                bodyProgressed()
+                bodyFraming = .chunked(decoder)
             case .done(let n):
                 inBuf.consume(n)
-                upstream.sendLastChunk()
-                ex.requestBody = .done
+                bodyFraming = .done
             case .failure(let error):
-                upstream.abandon()
-                ex.upstream = nil
-                respondError(ex, status: error.status, code: error.status == 413 ? "body_too_large" : "bad_request",
-                             reason: error.reason, close: true)
+                ex.refuseBody(error)
                 return false
             }
         case .none, .done:
             break
         }
-        if ex.requestDone {
+        if ex.finished { return false }
+        if case .done = bodyFraming {
             // The body is in: from here the upstream's `response_timeout` bounds the wait.
-            cancelTimer()
-            phase = ex.responseDone ? .head : .waiting
-            upstream.requestComplete()
-            if ex.responseDone { finishExchange() }
-            return true
+            phase = .busy
+            timeouts.requestComplete()
+            syncTimer()
+            ex.receiveEnd()
+            return phase != .closed
         }
-        if upstream.outBuf.readableCount > Self.highWater { pauseReading() }
+        bodyProgressed()
+        if hold { pauseReading() }
         return false
     }
 
-    /// The upstream drained its send buffer below the low-water mark.
-    func upstreamDrained() {
-        if phase == .body { resumeReading() }
+    func requestBodyDrained(exchange ex: Exchange) {
+        if phase == .body && exchange === ex { resumeReading() }
     }
 
-    // MARK: response (called by UpstreamConnection)
+    // MARK: response (ExchangeResponder)
 
-    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) {
-        guard let ex = exchange else { return }
-        ex.upstreamEnd = worker.loop.now
-        ex.status = head.status
-        if !ex.requestDone { closeAfterResponse = true }
-        if worker.draining { closeAfterResponse = true }
-        ResponseHeadWriter.write(head, framing: framing, into: outBuf, exchange: ex,
-                                 clientVersionMinor: clientVersionMinor, closeAfterResponse: &closeAfterResponse)
+    func respondHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) {
+        if !ex.bodyEnded || worker.draining { closeAfterResponse = true }
+        ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.requestId,
+                                 responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
+                                 closeAfterResponse: &closeAfterResponse)
     }
 
-    /// Appends response body bytes; returns false when the upstream should stop reading for now.
-    func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
-        guard let ex = exchange, data.count > 0 else { return true }
-        switch ex.responseFraming {
+    func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
+        switch responseFraming {
         case .chunked:
             outBuf.appendHex(data.count)
             outBuf.append(Self.crlf)
@@ -480,7 +415,7 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         case .length(let remaining):
             let n = min(Int64(data.count), remaining)
             outBuf.append(UnsafeRawBufferPointer(rebasing: data[0..<Int(n)]))
-            ex.responseFraming = .length(remaining: remaining - n)
+            responseFraming = .length(remaining: remaining - n)
         case .close:
             outBuf.append(data)
         case .none, .pending:
@@ -494,55 +429,55 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     private static let crlf: [UInt8] = [13, 10]
     private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
 
-    /// The whole response has been received.
-    func upstreamResponseEnd() {
-        guard let ex = exchange else { return }
-        if case .chunked = ex.responseFraming { outBuf.append(Self.lastChunk) }
-        if case .close = ex.responseFraming { closeAfterResponse = true }
-        ex.upstream = nil
-        ex.responseDone = true
-        if !ex.requestDone {
-            // Answered before the body was read: the rest of the body must not be read as a request.
-            closeAfterResponse = true
-        }
-        finishExchange()
+    func respondEnd(exchange ex: Exchange) {
+        if case .chunked = responseFraming { outBuf.append(Self.lastChunk) }
+        if case .close = responseFraming { closeAfterResponse = true }
+        // Answered before the body was read: the rest of the body must not be read as a request.
+        if !ex.bodyEnded { closeAfterResponse = true }
     }
 
-    /// The upstream failed; `kind` says how (for the 502/504 and the error metric).
-    func upstreamFailed(_ kind: UpstreamFailure) {
-        guard let ex = exchange else { return }
-        ex.upstream = nil
-        worker.countUpstreamError(ex, kind)
-        if ex.status != 0 {
-            // Part of the response is out already: all we can do is cut the connection.
-            logExchange(ex)
-            abort()
-            return
+    func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange ex: Exchange) {
+        if close { closeAfterResponse = true }
+        outBuf.append(ResponseHeadWriter.statusLine(status))
+        outBuf.append(ErrorResponse.reasonPhrase(status))
+        for (name, value) in headers {
+            outBuf.append(Self.crlf)
+            outBuf.append(name)
+            outBuf.append(Self.colon)
+            outBuf.append(value)
         }
-        if kind.isRetryable, !ex.retried, let request = ex.retainedRequest {
-            ex.retried = true
-            connectUpstream(ex, requestHead: request)
-            return
-        }
-        if kind == .responseTimeout || kind == .connectTimeout {
-            respondError(ex, status: 504, code: "upstream_timeout", reason: kind.rawValue, close: !ex.requestDone)
-        } else {
-            respondError(ex, status: 502, code: "upstream_unavailable", reason: kind.rawValue, close: !ex.requestDone)
-        }
+        outBuf.append(Self.contentLength)
+        outBuf.appendDecimal(body.count)
+        outBuf.append(Self.requestIdField)
+        outBuf.append(ex.requestId)
+        if closeAfterResponse { outBuf.append(Self.connectionClose) }
+        outBuf.append(Self.endOfHead)
+        if !ex.isHead { outBuf.append(body) }
     }
+
+    private static let colon: [UInt8] = Array(": ".utf8)
+    private static let contentLength: [UInt8] = Array("\r\nContent-Length: ".utf8)
+    private static let requestIdField: [UInt8] = Array("\r\nX-Request-Id: ".utf8)
+    private static let connectionClose: [UInt8] = Array("\r\nConnection: close".utf8)
+    private static let endOfHead: [UInt8] = Array("\r\n\r\n".utf8)
+
+    func sendContinue(exchange ex: Exchange) {
+        outBuf.append(Self.continueResponse)
+        flush()
+    }
+
+    private static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    func abortResponse(exchange ex: Exchange) { abort() }
 
     // MARK: completion
 
-    private func finishExchange() {
-        guard let ex = exchange else { return }
-        if !ex.requestDone && phase == .body {
-            // Still receiving a body the upstream no longer wants: close after flushing.
-            closeAfterResponse = true
-        }
-        logExchange(ex)
+    func exchangeFinished(_ ex: Exchange) {
+        guard exchange === ex, phase != .closed else { return }
         exchange = nil
+        bodyFraming = .none
         if closeAfterResponse {
-            phase = .waiting
+            phase = .busy
             flush()
             if phase != .closed && outBuf.isEmpty { close() }
             return
@@ -550,43 +485,10 @@ final class ClientConnection: EventHandler, UpstreamOwner {
         phase = .head
         flush()
         if phase == .closed { return }
-        armTimer(worker.loop.now + worker.runtime.idleTimeoutNS)
+        timeouts.awaitNextRequest(now: worker.loop.now)
+        syncTimer()
         if readPaused { resumeReading() } else { processInput() }
         if phase == .head && inputClosed && inBuf.isEmpty { close() }
-    }
-
-    private func logExchange(_ ex: Exchange) {
-        worker.record(ex)
-    }
-
-    /// An answer of the gateway's own for the current exchange.
-    private func respondError(_ ex: Exchange, status: Int, code: String, reason: String, close: Bool,
-                              retryAfter: Int? = nil) {
-        ex.status = status
-        ex.upstream?.abandon()
-        ex.upstream = nil
-        if close || !ex.requestDone { closeAfterResponse = true }
-        ErrorResponse.write(into: outBuf, status: status, code: code, reason: reason, requestId: ex.requestId,
-                            close: closeAfterResponse, retryAfter: retryAfter, headOnly: ex.isHead)
-        ex.responseDone = true
-        ex.requestBody = .done
-        finishExchange()
-    }
-
-    /// An answer before any exchange exists (malformed request, no route).
-    private func respondDirect(status: Int, code: String, reason: String, method: String, path: String,
-                               requestId: String? = nil, close: Bool) {
-        let id = requestId ?? worker.newRequestId()
-        if close { closeAfterResponse = true }
-        ErrorResponse.write(into: outBuf, status: status, code: code, reason: reason, requestId: id,
-                            close: closeAfterResponse, retryAfter: nil, headOnly: method == "HEAD")
-        let ex = Exchange(method: method, path: path, requestId: id, start: worker.loop.now, routeIndex: -1,
-                          routeName: "", maxBodyBytes: 0)
-        ex.status = status
-        ex.appCheck.reason = status == 404 ? nil : reason
-        ex.responseDone = true
-        exchange = ex
-        finishExchange()
     }
 
     // MARK: output
@@ -609,59 +511,53 @@ final class ClientConnection: EventHandler, UpstreamOwner {
                 return
             }
         }
-        if outBuf.readableCount <= Self.lowWater, let up = exchange?.upstream { up.clientDrained() }
+        if outBuf.readableCount <= Self.lowWater, let ex = exchange { ex.clientDrained() }
     }
 
     // MARK: timers
 
-    private func armTimer(_ at: UInt64) {
-        deadline = at
+    /// Schedules the timer for `timeouts.deadline` (it only moves earlier here: a timer that fires early
+    /// re-schedules itself).
+    private func syncTimer() {
+        let at = timeouts.deadline
+        if at == 0 {
+            if timer.isArmed { worker.loop.cancel(timer) }
+            return
+        }
         if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
     }
 
-    /// Body bytes arrived: `body_timeout` is the longest gap between two of them (it only moves the deadline;
-    /// the timer re-schedules itself when it fires early).
+    /// Body bytes arrived: `body_timeout` is the longest gap between two of them.
     @inline(__always)
     private func bodyProgressed() {
-        armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS)
-    }
-
-    private func cancelTimer() {
-        deadline = 0
-        worker.loop.cancel(timer)
+        timeouts.bodyProgressed(now: worker.loop.now)
+        syncTimer()
     }
 
     private func timerFired() {
-        guard phase != .closed, deadline != 0 else { return }
-        if worker.loop.now < deadline {
-            worker.loop.schedule(timer, at: deadline)
+        guard phase != .closed else { return }
+        switch timeouts.fire(now: worker.loop.now, readPaused: readPaused, responseStarted: exchange?.headSent ?? false) {
+        case .none:
             return
-        }
-        if handshaking {
-            abort()
-        } else if phase == .head && headStarted {
-            respondDirect(status: 408, code: "request_timeout", reason: "header_timeout", method: "-", path: "-", close: true)
-        } else if phase == .head {
+        case .reschedule(let at):
+            worker.loop.schedule(timer, at: at)
+        case .close:
             close()
-        } else if phase == .body, let ex = exchange {
-            if readPaused {
-                // The upstream is not taking the body: the client is not the one stalling.
-                armTimer(worker.loop.now + worker.runtime.bodyTimeoutNS)
-            } else if ex.status == 0 {
-                // `body_timeout`: answer if nothing of the response went out; the upstream connection is closed
-                // (it holds a partial request), and so is this one (the rest of the body could arrive any time).
-                respondError(ex, status: 408, code: "request_timeout", reason: "body_timeout", close: true)
-            } else {
-                abort()
-            }
-        } else {
+        case .abort:
             abort()
+        case .requestTimeout(let reason):
+            if let ex = exchange {
+                ex.bodyTimedOut()
+            } else {
+                answerWithoutRequest(status: 408, code: "request_timeout", reason: reason)
+            }
         }
     }
 
     /// This socket now speaks HTTP/2: the worker moves it to an `H2Connection` (same fd, same transport).
     private func handOverToHTTP2(initial: UnsafeRawBufferPointer) {
         phase = .closed
+        timeouts.closed()
         worker.loop.cancel(timer)
         worker.handOver(self, initial: initial)
     }
@@ -676,19 +572,38 @@ final class ClientConnection: EventHandler, UpstreamOwner {
     }
 
     /// Closes at once, dropping anything in flight.
-    func abort() {
-        if let up = exchange?.upstream { up.abandon() }
-        exchange?.upstream = nil
-        close()
-    }
+    func abort() { close() }
 
     func close() {
         guard phase != .closed else { return }
         phase = .closed
+        timeouts.closed()
         worker.loop.cancel(timer)
+        if let ex = exchange {
+            exchange = nil
+            ex.cancel()
+        }
         worker.loop.deregister(fd)
         if case .tls(let stream) = transport, !handshaking { stream.shutdown() }
         Socket.close(fd)
         worker.connectionClosed(self)
     }
+}
+
+/// How an HTTP/1.1 request body is delimited on the connection (RFC 9112 §6.3), as it is being read.
+enum RequestBodyState {
+    case none
+    case length(remaining: Int64)
+    case chunked(ChunkedDecoder)
+    case done
+}
+
+/// How the response body is framed towards an HTTP/1.1 client.
+enum ClientResponseFraming {
+    case pending
+    case none
+    case length(remaining: Int64)
+    case chunked
+    /// HTTP/1.0 client and a response of unknown length: the body ends when we close.
+    case close
 }

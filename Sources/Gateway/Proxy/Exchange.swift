@@ -1,71 +1,415 @@
 import EventLoop
 import HTTPWire
 
-/// One request/response passing through a client connection (HTTP/1.1 serves them one at a time).
-final class Exchange {
+/// One request and its response, whatever the protocol: HTTP/1.1 and HTTP/2 are thin adapters (`ExchangeResponder`)
+/// that feed it the request head and body bytes and write what it answers (docs/architecture.md). It owns, in order:
+/// admission (limits, path normalisation, built-in handlers, routing), the App Check step (and the replay check
+/// inside it), dispatch to a built-in handler or the route's upstream, forwarding with the one safe retry on a stale
+/// pooled connection, the gateway's own answers (400/404/408/413/502/504 and App Check refusals), and the one
+/// access-log line and metrics of the request. Behaviour is therefore defined once: the protocol is a transport
+/// detail.
+final class Exchange: UpstreamOwner {
+    // MARK: what the log line and metrics record
+
     let method: String
-    /// The normalised path (never the query: it may hold secrets and is not logged).
-    let path: String
+    /// The normalised path (never the query: it may hold secrets and is not logged); `-` before it is known.
+    private(set) var path = "-"
     let requestId: String
     let start: UInt64
     let isHead: Bool
-    let routeIndex: Int
-    let routeName: String
+    /// The route's index in the runtime's table; -1 when none matched (also for built-in handlers).
+    private(set) var routeIndex = -1
+    /// The route (or built-in handler) name for logs and metrics; empty when none matched.
+    private(set) var routeName = ""
     /// `X-AppCheck-Status` value and the log fields of the App Check step.
     var appCheck = AppCheckOutcome.skipped
     /// False when the request was answered before the App Check step ran (no outcome is counted then).
-    var appCheckRan = false
+    private(set) var appCheckRan = false
     /// The route's enforcement when the request arrived (`enforce`, `monitor`, `off`).
-    var mode = "off"
-    var status = 0
-    var upstreamStart: UInt64 = 0
-    var upstreamEnd: UInt64 = 0
-    var pool: UpstreamPool?
-    var upstream: UpstreamConnection?
-    /// The upstream request head (and nothing else: only body-less requests are retried), kept for one retry.
-    var retainedRequest: [UInt8]?
-    var retried = false
-    var requestBody: RequestBodyState = .none
-    var bodyReceived: Int64 = 0
-    let maxBodyBytes: Int64
-    var responseFraming: ClientResponseFraming = .pending
-    var responseDone = false
-    /// A `100 Continue` is owed once the body is wanted (RFC 9110 §10.1.1).
-    var continuePending = false
+    private(set) var mode = "off"
+    /// The response status; 0 until one is chosen (499 when the client left first).
+    private(set) var status = 0
+    private(set) var upstreamStart: UInt64 = 0
+    private(set) var upstreamEnd: UInt64 = 0
+    /// Extra access-log fields (a built-in handler's), never a secret.
+    private(set) var logFields: [(String, String)] = []
+    private(set) var pool: UpstreamPool?
 
-    init(method: String, path: String, requestId: String, start: UInt64, routeIndex: Int, routeName: String, maxBodyBytes: Int64) {
-        self.method = method
-        self.path = path
-        self.requestId = requestId
-        self.start = start
-        self.isHead = method == "HEAD"
-        self.routeIndex = routeIndex
-        self.routeName = routeName
-        self.maxBodyBytes = maxBodyBytes
+    // MARK: progress
+
+    /// No more request body will come (there was none, or its end arrived).
+    private(set) var bodyEnded: Bool
+    private(set) var bodyReceived: Int64 = 0
+    private(set) var maxBodyBytes: Int64 = 0
+    /// A response head (the upstream's or our own) has gone to the client.
+    private(set) var headSent = false
+    private(set) var finished = false
+
+    enum Stage { case admitting, forwarding, builtinBody, builtinWaiting, answered }
+    private(set) var stage = Stage.admitting
+
+    /// Strong while the exchange runs (an HTTP/2 stream may be gone from its connection's table while its upstream
+    /// still calls back); dropped when the exchange finishes, which breaks the cycle.
+    private var responder: ExchangeResponder?
+    /// The worker owns the loop this exchange runs on and outlives it.
+    unowned(unsafe) let worker: Worker
+    private var head: HTTPRequestHead?
+    private var target: RequestTarget?
+    private var upstream: UpstreamConnection?
+    /// The upstream request head (only body-less requests other than POST and PATCH), kept for the one retry.
+    private var retainedRequest: [UInt8]?
+    private var retried = false
+    private var chunkedUpstream = false
+    /// `Expect: 100-continue` was sent with a body (RFC 9110 §10.1.1): `100 Continue` is owed once the body is wanted.
+    private let expectContinue: Bool
+    private var continueSent = false
+    /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
+    private var pendingBody: [UInt8] = []
+    /// `receiveBody` answered false: the responder holds back input until `requestBodyDrained`.
+    private var bodyHeld = false
+    private var builtin: BuiltinHandler?
+    private var builtinBody: [UInt8] = []
+
+    /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
+    /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
+    init(head: HTTPRequestHead, bodyFollows: Bool, worker: Worker, responder: ExchangeResponder) {
+        self.worker = worker
+        self.responder = responder
+        method = head.method
+        isHead = head.method == "HEAD"
+        requestId = worker.requestId(from: head.headers)
+        start = worker.loop.now
+        bodyEnded = !bodyFollows
+        expectContinue = head.expectContinue && bodyFollows
+        self.head = head
     }
 
-    var requestDone: Bool {
-        if case .done = requestBody { return true }
-        if case .none = requestBody { return true }
-        return false
+    /// An exchange for a request that could not be parsed (no head): the responder answers at once.
+    init(malformedWith requestId: String? = nil, worker: Worker, responder: ExchangeResponder) {
+        self.worker = worker
+        self.responder = responder
+        method = "-"
+        isHead = false
+        self.requestId = requestId ?? worker.newRequestId()
+        start = worker.loop.now
+        bodyEnded = true
+        expectContinue = false
     }
-}
 
-enum RequestBodyState {
-    case none
-    case length(remaining: Int64)
-    case chunked(ChunkedDecoder)
-    case done
-}
+    /// True while the App Check step is deciding (body bytes are held, not refused).
+    var isAdmitting: Bool { stage == .admitting && !finished }
 
-/// How the response body is framed towards the client.
-enum ClientResponseFraming {
-    case pending
-    case none
-    case length(remaining: Int64)
-    case chunked
-    /// HTTP/1.0 client and a response of unknown length: the body ends when we close.
-    case close
+    // MARK: request
+
+    /// Admission, then the App Check step or a built-in handler. May answer (and finish) before returning.
+    func begin() {
+        guard let head else { return }
+        switch RequestAdmission.prepare(head, runtime: worker.runtime, builtins: worker.builtins) {
+        case .refused(let refusal):
+            path = refusal.path
+            if let index = refusal.routeIndex { useRoute(index) }
+            respondError(status: refusal.status, code: refusal.code, reason: refusal.reason,
+                         close: !bodyEnded || refusal.status == 400 || refusal.status == 413)
+        case .builtin(let target, let handler):
+            path = target.path
+            routeName = handler.name
+            builtin = handler
+            maxBodyBytes = Int64(handler.maxBodyBytes)
+            if case .contentLength(let n) = head.framing, n > maxBodyBytes {
+                builtinTooLarge()
+                return
+            }
+            stage = .builtinBody
+            if bodyEnded { runBuiltin(); return }
+            sendContinueIfOwed()
+            responder?.requestBodyWanted(exchange: self)
+        case .admitted(let target, let routeIndex):
+            path = target.path
+            self.target = target
+            useRoute(routeIndex)
+            if case .chunked = head.framing { chunkedUpstream = true }
+            let route = worker.runtime.routes[routeIndex]
+            worker.appCheck.evaluate(head: head, route: route) { [weak self] decision in
+                guard let self, self.stage == .admitting, !self.finished else { return }
+                self.admitted(decision, route: route)
+            }
+        }
+    }
+
+    private func useRoute(_ index: Int) {
+        let route = worker.runtime.routes[index]
+        routeIndex = index
+        routeName = route.name
+        mode = route.enforcement.rawValue
+        maxBodyBytes = route.maxBodyBytes
+    }
+
+    private func admitted(_ decision: AppCheckDecision, route: RouteSettings) {
+        appCheck = decision.outcome
+        appCheckRan = true
+        if let rejection = decision.rejection {
+            respondError(status: rejection.status, code: rejection.code, reason: rejection.reason, close: !bodyEnded,
+                         retryAfter: rejection.retryAfter)
+            return
+        }
+        guard let responder, responder.checkBufferedBody(exchange: self), !finished else { return }
+        forward(route: route)
+    }
+
+    private func forward(route: RouteSettings) {
+        guard let head, let target, let responder else { return }
+        let pool = worker.pool(for: route.upstreamIndex)
+        self.pool = pool
+        guard let requestHead = RequestHeadWriter.write(
+            head: head, target: target, route: route, upstream: pool.settings, requestId: requestId, appCheck: appCheck,
+            peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme) else {
+            respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
+            return
+        }
+        if method != "POST" && method != "PATCH" && bodyEnded { retainedRequest = requestHead }
+        self.head = nil
+        self.target = nil
+        stage = .forwarding
+        upstreamStart = worker.loop.now
+        connectUpstream(requestHead)
+    }
+
+    private func connectUpstream(_ requestHead: [UInt8]) {
+        guard let pool else { return }
+        switch pool.acquire(for: self, method: method) {
+        case .failure(let kind):
+            upstreamFailed(kind)
+        case .success(let up):
+            upstream = up
+            up.send(requestHead)
+            if !pendingBody.isEmpty {
+                let body = pendingBody
+                pendingBody = []
+                body.withUnsafeBytes { sendBody($0, to: up) }
+            }
+            if bodyEnded {
+                finishRequestBody(up)
+            } else {
+                sendContinueIfOwed()
+                responder?.requestBodyWanted(exchange: self)
+            }
+            if bodyHeld && up.outBuf.readableCount <= ClientConnection.highWater { upstreamDrained() }
+        }
+    }
+
+    private func sendContinueIfOwed() {
+        guard !continueSent, !bodyEnded, let responder else { return }
+        guard expectContinue else { return }
+        continueSent = true
+        responder.sendContinue(exchange: self)
+    }
+
+
+    /// Request body bytes (already de-chunked by HTTP/1.1; DATA payloads for HTTP/2). Returns false when the
+    /// responder should hold further input until `requestBodyDrained` (the upstream is not keeping up, or the
+    /// App Check step is still deciding); true when the bytes are taken (or dropped: the exchange is over).
+    @discardableResult
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !finished, bytes.count > 0 else { return true }
+        bodyReceived += Int64(bytes.count)
+        if bodyReceived > maxBodyBytes {
+            if builtin != nil { builtinTooLarge() } else {
+                respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+            }
+            return true
+        }
+        switch stage {
+        case .admitting:
+            pendingBody.append(contentsOf: bytes)
+            bodyHeld = true
+            return false
+        case .forwarding:
+            guard let up = upstream else { return true }
+            sendBody(bytes, to: up)
+            if up.outBuf.readableCount > ClientConnection.highWater {
+                bodyHeld = true
+                return false
+            }
+            return true
+        case .builtinBody:
+            builtinBody.append(contentsOf: bytes)
+            return true
+        case .builtinWaiting, .answered:
+            return true
+        }
+    }
+
+    @inline(__always)
+    private func sendBody(_ bytes: UnsafeRawBufferPointer, to up: UpstreamConnection) {
+        if chunkedUpstream { up.sendChunk(bytes) } else { up.send(bytes) }
+    }
+
+    /// The request body is complete.
+    func receiveEnd() {
+        guard !finished, !bodyEnded else { return }
+        bodyEnded = true
+        switch stage {
+        case .forwarding:
+            if let up = upstream { finishRequestBody(up) }
+        case .builtinBody:
+            runBuiltin()
+        case .admitting, .builtinWaiting, .answered:
+            break
+        }
+    }
+
+    private func finishRequestBody(_ up: UpstreamConnection) {
+        if chunkedUpstream { up.sendLastChunk() }
+        up.requestComplete()
+    }
+
+    /// The request body stopped arriving for `body_timeout`: 408 if nothing of the response went out, else the
+    /// response is cut. Either way the upstream connection (holding a partial request) is closed.
+    func bodyTimedOut() {
+        respondError(status: 408, code: "request_timeout", reason: "body_timeout", close: true)
+    }
+
+    /// The request body's framing is broken (HTTP/1.1 chunked syntax, or too large): answered and closed.
+    func refuseBody(_ error: HTTPParseError) {
+        respondError(status: error.status, code: error.status == 413 ? "body_too_large" : "bad_request",
+                     reason: error.reason, close: true)
+    }
+
+    /// The client went away (connection closed, stream reset): nothing more is sent; the request is logged with
+    /// status 499 (nginx's "client closed request") unless a response was already chosen.
+    func cancel() {
+        upstream?.abandon()
+        upstream = nil
+        responder = nil
+        guard !finished else { return }
+        finished = true
+        stage = .answered
+        if status == 0 { status = 499 }
+        worker.record(self)
+    }
+
+    // MARK: built-in handlers
+
+    private func runBuiltin() {
+        guard let handler = builtin, stage == .builtinBody else { return }
+        stage = .builtinWaiting
+        let request = BuiltinRequest(method: method, path: path, headers: head?.headers ?? HTTPHeaders(),
+                                     body: builtinBody, requestId: requestId)
+        builtinBody = []
+        head = nil
+        handler.handle(request) { [weak self] response in self?.builtinAnswered(response) }
+    }
+
+    private func builtinAnswered(_ response: BuiltinResponse) {
+        guard !finished, stage == .builtinWaiting else { return }
+        logFields = response.logFields
+        answer(status: response.status, headers: response.headers, body: response.body, close: false)
+    }
+
+    private func builtinTooLarge() {
+        if let response = builtin?.bodyTooLarge() {
+            logFields = response.logFields
+            answer(status: response.status, headers: response.headers, body: response.body, close: true)
+        } else {
+            respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+        }
+    }
+
+    // MARK: upstream (UpstreamOwner)
+
+    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) {
+        guard !finished, let responder else { return }
+        upstreamEnd = worker.loop.now
+        status = head.status
+        headSent = true
+        responder.respondHead(head, framing: framing, exchange: self)
+    }
+
+    func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
+        guard !finished, data.count > 0, let responder else { return true }
+        return responder.respondBody(data, exchange: self)
+    }
+
+    func upstreamResponseEnd() {
+        guard !finished else { return }
+        upstream = nil
+        stage = .answered
+        responder?.respondEnd(exchange: self)
+        finish()
+    }
+
+    func upstreamFailed(_ kind: UpstreamFailure) {
+        guard !finished else { return }
+        upstream = nil
+        worker.countUpstreamError(self, kind)
+        if headSent {
+            // Part of the response is out already: all that can be done is to cut it.
+            stage = .answered
+            responder?.abortResponse(exchange: self)
+            finish()
+            return
+        }
+        if kind.isRetryable, !retried, let request = retainedRequest {
+            retried = true
+            connectUpstream(request)
+            return
+        }
+        if kind == .responseTimeout || kind == .connectTimeout {
+            respondError(status: 504, code: "upstream_timeout", reason: kind.rawValue, close: !bodyEnded)
+        } else {
+            respondError(status: 502, code: "upstream_unavailable", reason: kind.rawValue, close: !bodyEnded)
+        }
+    }
+
+    func upstreamDrained() {
+        guard bodyHeld, !finished else { return }
+        bodyHeld = false
+        responder?.requestBodyDrained(exchange: self)
+    }
+
+    /// The client's send buffer drained: the upstream may read more of the response.
+    func clientDrained() { upstream?.clientDrained() }
+
+    // MARK: answers of our own
+
+    /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
+    /// response is cut instead.
+    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil) {
+        guard !finished else { return }
+        var headers = [("Content-Type", "application/json")]
+        if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
+        // a plain 404 (no route) has none.
+        if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
+        answer(status: status, headers: headers,
+               body: Array(ErrorResponse.body(code: code, reason: reason, requestId: requestId).utf8), close: close)
+    }
+
+    private func answer(status: Int, headers: [(String, String)], body: [UInt8], close: Bool) {
+        upstream?.abandon()
+        upstream = nil
+        stage = .answered
+        if headSent {
+            responder?.abortResponse(exchange: self)
+            finish()
+            return
+        }
+        self.status = status
+        headSent = true
+        responder?.respondComplete(status: status, headers: headers, body: body, close: close || !bodyEnded,
+                                   exchange: self)
+        finish()
+    }
+
+    private func finish() {
+        guard !finished else { return }
+        finished = true
+        pendingBody = []
+        worker.record(self)
+        let r = responder
+        responder = nil
+        r?.exchangeFinished(self)
+    }
 }
 
 /// The result of the App Check step for one request, as logged and forwarded.

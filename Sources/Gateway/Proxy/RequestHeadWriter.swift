@@ -11,7 +11,8 @@ import HTTPWire
 /// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
 enum RequestHeadWriter {
     static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
-                      exchange ex: Exchange, peerIP: String, trusted: Bool, scheme: String) -> [UInt8]? {
+                      requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
+                      scheme: String) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(head.headers.bytes.count + 256)
         // Start of the current value: each value is scanned for CR/LF/NUL once written.
@@ -105,20 +106,20 @@ enum RequestHeadWriter {
         }
         out.appendUTF8("\r\nX-Request-Id: ")
         mark = out.count
-        out.appendUTF8(ex.requestId)
+        out.appendUTF8(requestId)
         checkValue()
         out.appendUTF8("\r\nX-AppCheck-Status: ")
         mark = out.count
-        out.appendUTF8(ex.appCheck.status)
+        out.appendUTF8(appCheck.status)
         checkValue()
-        if ex.appCheck.status == "verified", let appId = ex.appCheck.appId {
+        if appCheck.status == "verified", let appId = appCheck.appId {
             out.appendUTF8("\r\nX-AppCheck-App-Id: ")
             mark = out.count
             out.appendUTF8(appId)
             checkValue()
         }
-        if route.enforcement == .monitor, ex.appCheck.status != "verified", ex.appCheck.status != "skipped",
-           let reason = ex.appCheck.reason {
+        if route.enforcement == .monitor, appCheck.status != "verified", appCheck.status != "skipped",
+           let reason = appCheck.reason {
             out.appendUTF8("\r\nX-AppCheck-Reason: ")
             mark = out.count
             out.appendUTF8(reason)
@@ -152,45 +153,33 @@ enum RequestHeadWriter {
 /// our `X-Request-Id`, and framing fitting the client (chunked for HTTP/1.1 when the length is unknown;
 /// for HTTP/1.0, a close-delimited body).
 enum ResponseHeadWriter {
-    static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, exchange ex: Exchange,
-                      clientVersionMinor: Int, closeAfterResponse: inout Bool) {
+    static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: String,
+                      responseFraming: inout ClientResponseFraming, clientVersionMinor: Int, closeAfterResponse: inout Bool) {
         out.append(statusLine(head.status))
         out.append(head.reason)
         out.append(crlf)
-        let tokens = head.connectionTokens
-        let keepLength: Bool
-        if case .none = framing { keepLength = true } else { keepLength = false }
-        head.headers.bytes.withUnsafeBytes { raw in
-            for f in head.headers.fields {
-                let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
-                switch HeaderKind.classify(name) {
-                case .hopByHop, .requestId: continue
-                case .contentLength: if !keepLength { continue }
-                default:
-                    if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
-                }
-                out.append(UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.valueEnd)]))
-                out.append(crlf)
-            }
+        ResponseHeaderFilter.forEach(head, framing: framing) { _, _, line in
+            out.append(line)
+            out.append(crlf)
         }
         out.append(requestIdPrefix)
-        out.append(ex.requestId)
+        out.append(requestId)
         out.append(crlf)
         switch framing {
         case .none:
-            ex.responseFraming = .none
+            responseFraming = .none
         case .contentLength(let n):
             out.append(contentLengthPrefix)
             out.appendDecimal(Int(n))
             out.append(crlf)
-            ex.responseFraming = .length(remaining: n)
+            responseFraming = .length(remaining: n)
         case .chunked, .untilClose:
             if clientVersionMinor >= 1 {
                 out.append(chunkedHeader)
-                ex.responseFraming = .chunked
+                responseFraming = .chunked
             } else {
                 closeAfterResponse = true
-                ex.responseFraming = .close
+                responseFraming = .close
             }
         }
         if closeAfterResponse { out.append(connectionClose) }

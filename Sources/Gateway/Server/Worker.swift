@@ -20,6 +20,8 @@ final class Worker: @unchecked Sendable {
     /// This loop's view of the key set; replaced through `setKeys`.
     private(set) var keys: LoopKeys?
     var keyProvider: KeyRefetching?
+    /// Requests the gateway answers itself (the issuer's API), matched before routes.
+    var builtins: [BuiltinHandler] = []
     var replayClient: ReplayClient?
     /// The TLS context for new connections on TLS listeners; replaced on reload (SIGHUP re-reads the files).
     var tlsContext: TLSServerContext?
@@ -221,7 +223,7 @@ final class Worker: @unchecked Sendable {
     func record(_ ex: Exchange) {
         let status = ex.status
         let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
-        if ex.routeIndex >= 0 {
+        if !ex.routeName.isEmpty {
             // In place through the dictionary's modify accessor: no copy of the counters per request.
             Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
                        seconds: seconds)
@@ -304,6 +306,16 @@ final class Worker: @unchecked Sendable {
         line.field("token_sha256", ac.tokenSHA256)
         line.end()
         line.bytes.withUnsafeBytes { logBuffer.append($0) }
+        if !ex.logFields.isEmpty {
+            // A built-in handler's own line (the issuer's: app_id, method, result, rule), tied by request_id.
+            var own = JSONLine()
+            own.begin(time: Date(), severity: .info)
+            own.field("message", "\(ex.routeName) exchange")
+            own.field("request_id", ex.requestId)
+            for (name, value) in ex.logFields { own.field(name, value) }
+            own.end()
+            own.bytes.withUnsafeBytes { logBuffer.append($0) }
+        }
         if logBuffer.readableCount > 64 * 1024 { flushLog() }
     }
 
