@@ -31,6 +31,10 @@ public final class GatewayServer: @unchecked Sendable {
     public private(set) var adminAddress: SocketAddress?
     /// The enforcement dashboard (docs/dashboard.md); `dashboard.history_file` is read here, at start only.
     let dashboard: DashboardService
+    /// The self-hosted provider (docs/issuer.md), made at start when `issuer:` is configured; its settings are read
+    /// once (changing `issuer:` needs a restart).
+    private(set) var issuer: IssuerService?
+    let issuerMetrics = IssuerMetrics()
 
     enum ServerPhase { case created, running, draining, stopped }
 
@@ -47,7 +51,10 @@ public final class GatewayServer: @unchecked Sendable {
     /// rather than run without what the file asks for (docs/configuration.md, "not yet served").
     public static func unservedSections(_ settings: Settings) -> String? {
         var names: [String] = []
-        if settings.issuer != nil { names.append("issuer:") }
+        if let issuer = settings.issuer {
+            if issuer.apps.contains(where: { $0.deviceCheck != nil }) { names.append("issuer.apps[].device_check") }
+            if !issuer.customTokenIssuers.isEmpty { names.append("issuer.custom_token_issuers") }
+        }
         if !settings.appCheck.trustedIssuers.isEmpty { names.append("app_check.trusted_issuers") }
         guard !names.isEmpty else { return nil }
         return "\(names.joined(separator: " and ")) \(names.count == 1 ? "is" : "are") validated by check-config but not served by this version yet; remove \(names.count == 1 ? "it" : "them") to serve"
@@ -59,11 +66,20 @@ public final class GatewayServer: @unchecked Sendable {
         let settings = self.settings
         if let problem = Self.unservedSections(settings) { throw SocketError(problem, errno: 0) }
         let runtime = try Runtime(settings: settings, generation: 0)
+        if let issuerSettings = settings.issuer {
+            let service = try IssuerService.start(settings: issuerSettings, projectNumber: settings.appCheck.projectNumber,
+                                                  projectId: settings.appCheck.projectId)
+            issuer = service
+            let metrics = issuerMetrics
+            metricsCollector.addSource { t in metrics.render(&t) }
+        }
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {
             let loop = try EventLoop(index: i)
             loops.append(loop)
-            workers.append(Worker(loop: loop, runtime: runtime, shared: shared, logSink: logSink))
+            let worker = Worker(loop: loop, runtime: runtime, shared: shared, logSink: logSink)
+            if let issuer { worker.builtins = [IssuerHandler(service: issuer, metrics: issuerMetrics, loop: loop)] }
+            workers.append(worker)
         }
         do {
             for hp in settings.server.listen {
