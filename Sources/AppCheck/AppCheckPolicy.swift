@@ -46,9 +46,11 @@ public struct AppCheckPolicy: Sendable {
 
     /// The same rules for tokens of another key set, whose `iss` must be `issuer` (docs/behaviour.md step 6: a key
     /// vouches only for its own issuer).
-    public func withIssuer(_ issuer: String) -> AppCheckPolicy {
+    /// `limitedUseMaxTTL`, when given, replaces this policy's (the gateway's own issuer mints limited-use tokens with
+    /// its `limited_use_ttl`, up to an hour).
+    public func withIssuer(_ issuer: String, limitedUseMaxTTL: Double? = nil) -> AppCheckPolicy {
         AppCheckPolicy(projectNumber: projectNumber, projectId: projectId, appIds: appIds, clockSkew: clockSkew,
-                       maxLifetime: maxLifetime, limitedUseMaxTTL: limitedUseMaxTTL, issuer: issuer)
+                       maxLifetime: maxLifetime, limitedUseMaxTTL: limitedUseMaxTTL ?? self.limitedUseMaxTTL, issuer: issuer)
     }
 
     /// True when `sub` is allowed: the list is empty, or holds exactly these UTF-8 bytes.

@@ -136,9 +136,9 @@ public final class RawHTTPClient {
         return false
     }
 
-    /// One request, one response.
-    public static func roundTrip(port: UInt16, _ request: String, method: String = "GET") throws -> TestResponse {
-        let c = try RawHTTPClient(port: port)
+    /// One request, one response; `timeout` bounds each read.
+    public static func roundTrip(port: UInt16, _ request: String, method: String = "GET", timeout: Double = 5) throws -> TestResponse {
+        let c = try RawHTTPClient(port: port, timeout: timeout)
         try c.send(request)
         return try c.readResponse(requestMethod: method)
     }

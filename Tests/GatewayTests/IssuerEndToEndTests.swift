@@ -22,8 +22,14 @@ import TestSupport
         let keyPath: String
         let statePath: String
         private(set) var gateway: GatewayHarness
+        /// When the gateway started (its replay store's state begins then).
+        private(set) var started = Date()
 
-        init(maxPerSecond: Int = 1000, phone: SimulatedIPhone? = nil, dir: URL? = nil) throws {
+        /// Firebase's stand-in (its key set at `app_check.jwks`); without one, Firebase's set is unreachable.
+        let firebase: LocalIssuer?
+
+        init(maxPerSecond: Int = 1000, phone: SimulatedIPhone? = nil, dir: URL? = nil, firebase: LocalIssuer? = nil) throws {
+            self.firebase = firebase
             self.phone = try phone ?? SimulatedIPhone()
             let d = dir ?? FileManager.default.temporaryDirectory.appendingPathComponent("issuer-e2e-\(UUID().uuidString)")
             self.dir = d
@@ -33,16 +39,37 @@ import TestSupport
             if !FileManager.default.fileExists(atPath: keyPath) {
                 try RSAPrivateKey.generate(bits: 2048).pemRepresentation().write(toFile: keyPath, atomically: true, encoding: .utf8)
             }
-            gateway = try Self.start(keyPath: keyPath, statePath: statePath, rootCA: self.phone.rootCAPath, maxPerSecond: maxPerSecond)
+            started = Date()
+            gateway = try Self.start(keyPath: keyPath, statePath: statePath, rootCA: self.phone.rootCAPath,
+                                     maxPerSecond: maxPerSecond, jwksURL: firebase?.jwksURL)
         }
 
-        static func start(keyPath: String, statePath: String, rootCA: String, maxPerSecond: Int) throws -> GatewayHarness {
+        static func start(keyPath: String, statePath: String, rootCA: String, maxPerSecond: Int,
+                          jwksURL: String? = nil) throws -> GatewayHarness {
             try GatewayHarness { upstream in
                 GatewayHarness.config(upstream: upstream, routes: """
-                  - name: api
+                  - name: redeem
+                    path: /redeem
+                    upstream: api
+                    enforcement: enforce
+                    replay_protection: true
+                  - name: attested
+                    prefix: /attested/
+                    upstream: api
+                    enforcement: enforce
+                    providers: [app_attest]
+                  - name: orders
+                    prefix: /api/
+                    upstream: api
+                    enforcement: enforce
+                  - name: open
                     prefix: /
                     upstream: api
                     enforcement: off
+                """, appCheck: """
+                  project_id: demo-project
+                  clock_skew: 1s
+                  jwks: { url: "\(jwksURL ?? "http://127.0.0.1:9/jwks")" }
                 """, top: """
                 issuer:
                   base_path: /appcheck
@@ -65,11 +92,13 @@ import TestSupport
         /// Stops the gateway and starts another on the same state and key (a restart).
         func restart() throws {
             gateway.stop()
-            gateway = try Self.start(keyPath: keyPath, statePath: statePath, rootCA: phone.rootCAPath, maxPerSecond: 1000)
+            gateway = try Self.start(keyPath: keyPath, statePath: statePath, rootCA: phone.rootCAPath, maxPerSecond: 1000,
+                                     jwksURL: firebase?.jwksURL)
         }
 
         func stop() {
             gateway.stop()
+            firebase?.stop()
             phone.cleanUp()
             try? FileManager.default.removeItem(at: dir)
         }
@@ -81,7 +110,7 @@ import TestSupport
         func request(_ verb: String, _ path: String, _ body: String = "") throws -> TestResponse {
             let length = verb == "GET" || verb == "HEAD" ? "" : "Content-Length: \(body.utf8.count)\r\nContent-Type: application/json\r\n"
             return try RawHTTPClient.roundTrip(port: gateway.port, "\(verb) \(path) HTTP/1.1\r\nHost: gw\r\n\(length)\r\n\(body)",
-                                               method: verb)
+                                               method: verb, timeout: 60)
         }
 
         func challenge() throws -> [UInt8] {
@@ -104,6 +133,12 @@ import TestSupport
             let assertion = try phone.assertionBase64(artifact: artifact, challenge: c)
             return try post("exchangeAppAttestAssertion",
                             #"{"artifact":"\#(IssuerJSON.encodeBase64(artifact))","assertion":"\#(assertion)","challenge":"\#(IssuerJSON.encodeBase64(c))","limitedUse":\#(limitedUse)}"#)
+        }
+
+        /// A request to the API with an App Check token.
+        func call(_ verb: String, _ path: String, token: String) throws -> TestResponse {
+            try RawHTTPClient.roundTrip(port: gateway.port, "\(verb) \(path) HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\nX-Firebase-AppCheck: \(token)\r\n\r\n",
+                                        method: verb, timeout: 60)
         }
 
         func metrics() throws -> String {
@@ -247,5 +282,68 @@ import TestSupport
         try rig.restart()
         let after = try rig.assert(artifact, limitedUse: false)
         #expect(after.status == 200, "\(after.bodyText)")
+    }
+
+    // MARK: the gateway verifies the tokens it mints (a second key set beside Firebase's)
+
+    static func reason(_ r: TestResponse) -> String {
+        ((try? StrictJSON.parse(r.body).member("reason")?.stringValue) ?? nil) ?? r.bodyText
+    }
+
+    @Test func ownTokensOpenEnforcedRoutesWithoutFirebase() throws {
+        // No Firebase key set is reachable here: the own issuer's tokens verify anyway.
+        let rig = try Rig()
+        defer { rig.stop() }
+        let (attested, artifact) = try rig.attest()
+        let session = try Self.token(attested, path: ["appCheckToken", "token"])
+        let ok = try rig.call("GET", "/api/orders", token: session)
+        #expect(ok.status == 200, "\(ok.bodyText)")
+        let seen = try #require(rig.gateway.upstream.receivedHeads.last)
+        #expect(seen.contains("X-AppCheck-Status: verified"))
+        #expect(seen.contains("X-AppCheck-App-Id: \(Self.appId)"))
+        #expect(try rig.call("GET", "/attested/x", token: session).status == 200, "an App Attest token passes providers: [app_attest]")
+
+        // A fresh memory replay store refuses tokens issued before its start plus clock_skew (docs/replay.md: an
+        // earlier process may have accepted them); the rule applies to the gateway's own tokens too.
+        while Date() < rig.started.addingTimeInterval(2.1) { usleep(50_000) }
+        let limited = try Self.token(try rig.assert(artifact, limitedUse: true))
+        let first = try rig.call("POST", "/redeem", token: limited)
+        #expect(first.status == 200, "\(first.bodyText)")
+        let again = try rig.call("POST", "/redeem", token: limited)
+        #expect(again.status == 401 && Self.reason(again) == "reused", "\(again.bodyText)")
+        let sessionOnReplay = try rig.call("POST", "/redeem", token: session)
+        #expect(sessionOnReplay.status == 401, "a session token is not limited-use: \(sessionOnReplay.bodyText)")
+    }
+
+    @Test func debugTokensAreRefusedWhereOnlyAppAttestIsAllowed() throws {
+        let rig = try Rig()
+        defer { rig.stop() }
+        let debug = try Self.token(try rig.post("exchangeDebugToken", #"{"debug_token":"\#(Self.debugSecret)"}"#))
+        #expect(try rig.call("GET", "/api/x", token: debug).status == 200)
+        let refused = try rig.call("GET", "/attested/x", token: debug)
+        #expect(refused.status == 401 && Self.reason(refused) == "provider_not_allowed", "\(refused.bodyText)")
+    }
+
+    @Test func aKeyVouchesOnlyForItsOwnIssuer() throws {
+        let firebase = try LocalIssuer()
+        let rig = try Rig(firebase: firebase)
+        defer { rig.stop() }
+        try rig.gateway.waitUntilReady()
+        let now = Int(Date().timeIntervalSince1970)
+        // Firebase's own token still opens the route.
+        #expect(try rig.call("GET", "/api/x", token: try firebase.mint(appId: Self.appId)).status == 200)
+        // The own issuer's key with Firebase's `iss`.
+        let ownKey = try RSAPrivateKey(pemRepresentation: String(contentsOfFile: rig.keyPath, encoding: .utf8))
+        let ownKid = try ownKey.publicKey.jwkThumbprint
+        let forged = try TokenMinter.mint(key: ownKey, kid: ownKid, projectNumber: "123456789012", projectId: "demo-project",
+                                          appId: Self.appId, issuedAt: now, ttl: 3600)
+        let r1 = try rig.call("GET", "/api/x", token: forged)
+        #expect(r1.status == 401 && Self.reason(r1) == "wrong_issuer", "\(r1.bodyText)")
+        // Firebase's key with the own issuer's `iss`.
+        let borrowed = try TokenMinter.mintIssued(key: firebase.key, kid: firebase.kid, issuerURL: "https://api.example.com/appcheck",
+                                                  projectNumber: "123456789012", projectId: "demo-project", appId: Self.appId,
+                                                  issuedAt: now, ttl: 3600, provider: .debug)
+        let r2 = try rig.call("GET", "/api/x", token: borrowed)
+        #expect(r2.status == 401 && Self.reason(r2) == "wrong_issuer", "\(r2.bodyText)")
     }
 }

@@ -62,21 +62,24 @@ final class AppCheckStep {
                         completion: @escaping (AppCheckDecision) -> Void) {
         let runtime = worker.runtime
         let now = Date().timeIntervalSince1970
-        guard let snapshot = worker.keys, snapshot.usable(at: now) else {
-            var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
-            outcome.tokenSHA256 = Self.fingerprint(token)
-            if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
-            return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
-                status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
+        // Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
+        // `kid` picks the set, and the set fixes the `iss` the token must carry: a key vouches only for its own
+        // issuer. Own tokens verify even while Firebase's set is unavailable.
+        let own = worker.ownKeys
+        let firebase = worker.keys.flatMap { $0.usable(at: now) ? $0.set : nil }
+        func keySet(for kid: String) -> (set: JWKSet, own: Bool)? {
+            if let own, own.key(for: kid) != nil { return (own, true) }
+            return firebase.map { ($0, false) }
         }
-        let policy = runtime.policy
         let key = TokenCache.Key(token: token)
         let claims: TokenClaims
         let fingerprint: String
-        if let hit = cache.get(key, now: now), snapshot.set.key(for: hit.kid) != nil {
+        let ownToken: Bool
+        if let hit = cache.get(key, now: now), let found = keySet(for: hit.kid), found.set.key(for: hit.kid) != nil {
             worker.metrics.tokenCacheHits += 1
             claims = hit.claims
             fingerprint = hit.fingerprint
+            ownToken = found.own
         } else {
             worker.metrics.tokenCacheMisses += 1
             fingerprint = Self.fingerprint(token)
@@ -85,7 +88,15 @@ final class AppCheckStep {
             case .success(let p): parsed = p
             case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
             }
-            if let reason = AppCheckVerifier.verifySignature(parsed, keys: snapshot.set) {
+            guard let found = keySet(for: parsed.kid) else {
+                var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
+                outcome.tokenSHA256 = fingerprint
+                if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
+                return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
+                    status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
+            }
+            ownToken = found.own
+            if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
                 if reason == .unknownKid, mayWait, worker.keyProvider?.unknownKid(parsed.kid) == true {
                     park(until: now + Self.unknownKidWait) { [weak self] in
                         self?.verify(token: token, route: route, mayWait: false, completion: completion)
@@ -97,9 +108,10 @@ final class AppCheckStep {
             claims = parsed.claims
             if let exp = claims.payload.member("exp")?.numberValue {
                 cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
-                                                until: exp + policy.clockSkew), now: now)
+                                                until: exp + runtime.policy.clockSkew), now: now)
             }
         }
+        let policy = ownToken ? (runtime.ownIssuerPolicy ?? runtime.policy) : runtime.policy
         let verified: VerifiedClaims
         switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
         case .success(let v): verified = v

@@ -78,7 +78,10 @@ public final class GatewayServer: @unchecked Sendable {
             let loop = try EventLoop(index: i)
             loops.append(loop)
             let worker = Worker(loop: loop, runtime: runtime, shared: shared, logSink: logSink)
-            if let issuer { worker.builtins = [IssuerHandler(service: issuer, metrics: issuerMetrics, loop: loop)] }
+            if let issuer {
+                worker.builtins = [IssuerHandler(service: issuer, metrics: issuerMetrics, loop: loop)]
+                worker.ownKeys = issuer.keys.keySet
+            }
             workers.append(worker)
         }
         do {

@@ -24,6 +24,9 @@ final class Runtime: Sendable {
     let bodyTimeoutNS: UInt64
     /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     let policy: AppCheckPolicy
+    /// The rules for tokens of the gateway's own issuer (docs/issuer.md): `iss` its own, limited-use lifetimes up to
+    /// its `limited_use_ttl`; nil without `issuer:`.
+    let ownIssuerPolicy: AppCheckPolicy?
     let outdatedClient: OutdatedClientMatcher?
 
     init(settings: Settings, generation: Int) throws {
@@ -35,6 +38,10 @@ final class Runtime: Sendable {
         headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
         bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)
         policy = settings.appCheckPolicy
+        ownIssuerPolicy = settings.issuer.map { issuer in
+            settings.appCheckPolicy.withIssuer(issuer.tokenIssuer(projectNumber: settings.appCheck.projectNumber),
+                                               limitedUseMaxTTL: max(settings.appCheckPolicy.limitedUseMaxTTL, issuer.limitedUseTTL))
+        }
         if let oc = settings.appCheck.outdatedClient {
             outdatedClient = OutdatedClientMatcher(headerLowercased: oc.header.lowercased(),
                                                    regex: try NSRegularExpression(pattern: oc.pattern))

@@ -1,3 +1,4 @@
+import AppCheck
 import CSystemShims
 import EventLoop
 import Foundation
@@ -20,6 +21,9 @@ final class Worker: @unchecked Sendable {
     /// This loop's view of the key set; replaced through `setKeys`.
     private(set) var keys: LoopKeys?
     var keyProvider: KeyRefetching?
+    /// The gateway's own issuer's public keys (docs/issuer.md), a second key set beside Firebase's; nil without
+    /// `issuer:`. Fixed at start.
+    var ownKeys: JWKSet?
     /// Requests the gateway answers itself (the issuer's API), matched before routes.
     var builtins: [BuiltinHandler] = []
     var replayClient: ReplayClient?
