@@ -28,14 +28,14 @@ final class AppCheckStep {
     /// How long a request waits for the key-set refetch its unknown `kid` triggered.
     static let unknownKidWait = 5.0
 
-    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let worker: Worker
+    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let context: LoopContext
     private var cache: TokenCache
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
     private var waiterTimer: LoopTimer!
 
-    init(worker: Worker, cacheCapacity: Int) {
-        self.worker = worker
+    init(context: LoopContext, cacheCapacity: Int) {
+        self.context = context
         cache = TokenCache(capacity: cacheCapacity)
         waiterTimer = LoopTimer { [weak self] in self?.expireWaiters() }
     }
@@ -60,13 +60,13 @@ final class AppCheckStep {
 
     private func verify(token: [UInt8], route: RouteSettings, mayWait: Bool,
                         completion: @escaping (AppCheckDecision) -> Void) {
-        let runtime = worker.runtime
-        let now = Date().timeIntervalSince1970
+        let runtime = context.runtime
+        let now = context.wallClock
         // Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
         // `kid` picks the set, and the set fixes the `iss` the token must carry: a key vouches only for its own
         // issuer. Own tokens verify even while Firebase's set is unavailable.
-        let own = worker.ownKeys
-        let firebase = worker.keys.flatMap { $0.usable(at: now) ? $0.set : nil }
+        let own = context.ownKeys
+        let firebase = context.keys.flatMap { $0.usable(at: now) ? $0.set : nil }
         func keySet(for kid: String) -> (set: JWKSet, own: Bool)? {
             if let own, own.key(for: kid) != nil { return (own, true) }
             return firebase.map { ($0, false) }
@@ -76,12 +76,12 @@ final class AppCheckStep {
         let fingerprint: String
         let ownToken: Bool
         if let hit = cache.get(key, now: now), let found = keySet(for: hit.kid), found.set.key(for: hit.kid) != nil {
-            worker.metrics.tokenCacheHits += 1
+            context.metrics.tokenCacheHits += 1
             claims = hit.claims
             fingerprint = hit.fingerprint
             ownToken = found.own
         } else {
-            worker.metrics.tokenCacheMisses += 1
+            context.metrics.tokenCacheMisses += 1
             fingerprint = Self.fingerprint(token)
             let parsed: ParsedToken
             switch AppCheckToken.parse(token) {
@@ -97,7 +97,7 @@ final class AppCheckStep {
             }
             ownToken = found.own
             if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
-                if reason == .unknownKid, mayWait, worker.keyProvider?.unknownKid(parsed.kid) == true {
+                if reason == .unknownKid, mayWait, context.keyProvider?.unknownKid(parsed.kid) == true {
                     park(until: now + Self.unknownKidWait) { [weak self] in
                         self?.verify(token: token, route: route, mayWait: false, completion: completion)
                     }
@@ -127,7 +127,7 @@ final class AppCheckStep {
         if let reason = AppCheckVerifier.checkLimitedUse(verified, policy: policy) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
-        guard let replay = worker.replayClient else {
+        guard let replay = context.replayClient else {
             return completion(storeUnavailable(outcome))
         }
         replay.consume(key: verified.replayKey, expiresAt: verified.expiresAt + policy.clockSkew,
@@ -162,7 +162,7 @@ final class AppCheckStep {
     /// "unknown origin".
     private func missing(head: HTTPRequestHead, route: RouteSettings) -> AppCheckDecision {
         var outcome = AppCheckOutcome(status: "missing", outcome: "unknown_origin", reason: AppCheckReason.missing.rawValue)
-        if let matcher = worker.runtime.outdatedClient, matcher.matches(head.headers) {
+        if let matcher = context.runtime.outdatedClient, matcher.matches(head.headers) {
             outcome.outcome = "outdated_client"
         }
         if route.enforcement == .monitor { return AppCheckDecision(outcome: outcome) }
@@ -186,25 +186,25 @@ final class AppCheckStep {
 
     private func park(until deadline: Double, retry: @escaping () -> Void) {
         waiters.append((deadline, retry))
-        let ns = worker.loop.now + .nanoseconds(Self.unknownKidWait)
-        if !waiterTimer.isArmed { worker.loop.schedule(waiterTimer, at: ns) }
+        let ns = context.loop.now + .nanoseconds(Self.unknownKidWait)
+        if !waiterTimer.isArmed { context.loop.schedule(waiterTimer, at: ns) }
     }
 
     /// A new key-set snapshot arrived on this loop: the waiting requests verify again (no second wait).
     func keysChanged() {
         let pending = waiters
         waiters.removeAll()
-        worker.loop.cancel(waiterTimer)
+        context.loop.cancel(waiterTimer)
         for w in pending { w.retry() }
     }
 
     private func expireWaiters() {
-        let now = Date().timeIntervalSince1970
+        let now = context.wallClock
         let due = waiters.filter { $0.deadline <= now }
         waiters.removeAll { $0.deadline <= now }
         for w in due { w.retry() }
         if let next = waiters.map(\.deadline).min() {
-            worker.loop.schedule(waiterTimer, at: worker.loop.now + .nanoseconds(max(0.01, next - now)))
+            context.loop.schedule(waiterTimer, at: context.loop.now + .nanoseconds(max(0.01, next - now)))
         }
     }
 }

@@ -19,8 +19,8 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     enum Phase { case head, busy, body, closed }
 
     let fd: Int32
-    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let worker: Worker
+    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let context: LoopContext
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
@@ -62,21 +62,21 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private var handshaking = false
     /// `X-Forwarded-Proto` of this connection.
     var scheme: String { if case .tls = transport { return "https" }; return "http" }
-    var peerTrusted: Bool { worker.runtime.isTrusted(peer) }
+    var peerTrusted: Bool { context.runtime.isTrusted(peer) }
 
-    init(fd: Int32, peer: SocketAddress, worker: Worker, transport: Transport = .plain) {
+    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport = .plain) {
         self.fd = fd
         self.transport = transport
         self.peer = peer
-        self.worker = worker
-        inBuf = worker.emptyBuffer
-        let runtime = worker.runtime
+        self.context = context
+        inBuf = context.emptyBuffer
+        let runtime = context.runtime
         parser = HTTPRequestHeadParser(limits: runtime.parserLimits)
         var tls = false
         if case .tls = transport { tls = true }
         timeouts = ClientTimeouts(limits: .init(header: runtime.headerTimeoutNS, body: runtime.bodyTimeoutNS,
                                                 idle: runtime.idleTimeoutNS),
-                                  now: worker.loop.now, tls: tls)
+                                  now: context.loop.now, tls: tls)
         timer = LoopTimer { [weak self] in self?.timerFired() }
     }
 
@@ -120,13 +120,13 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 handOverToHTTP2(initial: UnsafeRawBufferPointer(start: nil, count: 0))
                 return
             }
-            timeouts.handshakeDone(now: worker.loop.now)
+            timeouts.handshakeDone(now: context.loop.now)
             syncTimer()
             readFromSocket()
         case .wantRead, .wantWrite:
             return
         case .failed:
-            worker.countTLSHandshakeFailure()
+            context.countTLSHandshakeFailure()
             abort()
         }
     }
@@ -176,7 +176,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// Reads go into the loop's scratch buffer when nothing is pending.
     private func borrowScratch() {
         guard inBuf.isEmpty && !borrowed else { return }
-        inBuf = worker.scratch
+        inBuf = context.scratch
         borrowed = true
     }
 
@@ -186,7 +186,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         borrowed = false
         let scratch = inBuf
         if scratch.isEmpty || phase == .closed {
-            inBuf = worker.emptyBuffer
+            inBuf = context.emptyBuffer
         } else {
             let own = IOBuffer(capacity: max(scratch.readableCount, 1024))
             own.append(scratch.readable)
@@ -255,7 +255,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 }
                 if !headStarted {
                     headStarted = true
-                    timeouts.headStarted(now: worker.loop.now)
+                    timeouts.headStarted(now: context.loop.now)
                     syncTimer()
                 }
                 switch parser.parse(inBuf.readable) {
@@ -275,7 +275,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 if !forwardBody() { return }
             case .busy:
                 // Pipelined (or body) bytes wait; stop reading once more than a head's worth is buffered.
-                if inBuf.readableCount > worker.runtime.parserLimits.maxHeadBytes { pauseReading() }
+                if inBuf.readableCount > context.runtime.parserLimits.maxHeadBytes { pauseReading() }
                 return
             case .closed:
                 return
@@ -299,7 +299,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// An answer when no request head could be read (malformed, or `header_timeout`); the connection closes.
     private func answerWithoutRequest(status: Int, code: String, reason: String) {
         closeAfterResponse = true
-        let ex = Exchange(malformedWith: nil, worker: worker, responder: self)
+        let ex = Exchange(malformedWith: nil, context: context, responder: self)
         exchange = ex
         phase = .busy
         ex.respondError(status: status, code: code, reason: reason, close: true)
@@ -309,16 +309,16 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     private func begin(_ head: HTTPRequestHead) {
         clientVersionMinor = head.versionMinor
-        if !head.keepAlive || worker.draining { closeAfterResponse = true }
+        if !head.keepAlive || context.draining { closeAfterResponse = true }
         switch head.framing {
         case .none: bodyFraming = .none
         case .contentLength(let n): bodyFraming = n == 0 ? .none : .length(remaining: n)
-        case .chunked: bodyFraming = .chunked(ChunkedDecoder(limits: worker.runtime.parserLimits))
+        case .chunked: bodyFraming = .chunked(ChunkedDecoder(limits: context.runtime.parserLimits))
         }
         var bodyFollows = true
         if case .none = bodyFraming { bodyFollows = false }
         responseFraming = .pending
-        let ex = Exchange(head: head, bodyFollows: bodyFollows, worker: worker, responder: self)
+        let ex = Exchange(head: head, bodyFollows: bodyFollows, context: context, responder: self)
         exchange = ex
         phase = .busy
         timeouts.headComplete()
@@ -399,7 +399,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     // MARK: response (ExchangeResponder)
 
     func respondHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) {
-        if !ex.bodyEnded || worker.draining { closeAfterResponse = true }
+        if !ex.bodyEnded || context.draining { closeAfterResponse = true }
         ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.requestId,
                                  responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
                                  closeAfterResponse: &closeAfterResponse)
@@ -485,7 +485,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         phase = .head
         flush()
         if phase == .closed { return }
-        timeouts.awaitNextRequest(now: worker.loop.now)
+        timeouts.awaitNextRequest(now: context.loop.now)
         syncTimer()
         if readPaused { resumeReading() } else { processInput() }
         if phase == .head && inputClosed && inBuf.isEmpty { close() }
@@ -521,26 +521,26 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private func syncTimer() {
         let at = timeouts.deadline
         if at == 0 {
-            if timer.isArmed { worker.loop.cancel(timer) }
+            if timer.isArmed { context.loop.cancel(timer) }
             return
         }
-        if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
+        if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
     }
 
     /// Body bytes arrived: `body_timeout` is the longest gap between two of them.
     @inline(__always)
     private func bodyProgressed() {
-        timeouts.bodyProgressed(now: worker.loop.now)
+        timeouts.bodyProgressed(now: context.loop.now)
         syncTimer()
     }
 
     private func timerFired() {
         guard phase != .closed else { return }
-        switch timeouts.fire(now: worker.loop.now, readPaused: readPaused, responseStarted: exchange?.headSent ?? false) {
+        switch timeouts.fire(now: context.loop.now, readPaused: readPaused, responseStarted: exchange?.headSent ?? false) {
         case .none:
             return
         case .reschedule(let at):
-            worker.loop.schedule(timer, at: at)
+            context.loop.schedule(timer, at: at)
         case .close:
             close()
         case .abort:
@@ -558,8 +558,8 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private func handOverToHTTP2(initial: UnsafeRawBufferPointer) {
         phase = .closed
         timeouts.closed()
-        worker.loop.cancel(timer)
-        worker.handOver(self, initial: initial)
+        context.loop.cancel(timer)
+        context.connections.handOver(self, initial: initial)
     }
 
     // MARK: shutdown
@@ -578,15 +578,15 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         guard phase != .closed else { return }
         phase = .closed
         timeouts.closed()
-        worker.loop.cancel(timer)
+        context.loop.cancel(timer)
         if let ex = exchange {
             exchange = nil
             ex.cancel()
         }
-        worker.loop.deregister(fd)
+        context.loop.deregister(fd)
         if case .tls(let stream) = transport, !handshaking { stream.shutdown() }
         Socket.close(fd)
-        worker.connectionClosed(self)
+        context.connections.connectionClosed(self)
     }
 }
 

@@ -51,8 +51,8 @@ final class Exchange: UpstreamOwner {
     /// Strong while the exchange runs (an HTTP/2 stream may be gone from its connection's table while its upstream
     /// still calls back); dropped when the exchange finishes, which breaks the cycle.
     private var responder: ExchangeResponder?
-    /// The worker owns the loop this exchange runs on and outlives it.
-    unowned(unsafe) let worker: Worker
+    /// The loop's context outlives the exchange.
+    unowned(unsafe) let context: LoopContext
     private var head: HTTPRequestHead?
     private var target: RequestTarget?
     private var upstream: UpstreamConnection?
@@ -72,26 +72,26 @@ final class Exchange: UpstreamOwner {
 
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
-    init(head: HTTPRequestHead, bodyFollows: Bool, worker: Worker, responder: ExchangeResponder) {
-        self.worker = worker
+    init(head: HTTPRequestHead, bodyFollows: Bool, context: LoopContext, responder: ExchangeResponder) {
+        self.context = context
         self.responder = responder
         method = head.method
         isHead = head.method == "HEAD"
-        requestId = worker.requestId(from: head.headers)
-        start = worker.loop.now
+        requestId = context.requestId(from: head.headers)
+        start = context.loop.now
         bodyEnded = !bodyFollows
         expectContinue = head.expectContinue && bodyFollows
         self.head = head
     }
 
     /// An exchange for a request that could not be parsed (no head): the responder answers at once.
-    init(malformedWith requestId: String? = nil, worker: Worker, responder: ExchangeResponder) {
-        self.worker = worker
+    init(malformedWith requestId: String? = nil, context: LoopContext, responder: ExchangeResponder) {
+        self.context = context
         self.responder = responder
         method = "-"
         isHead = false
-        self.requestId = requestId ?? worker.newRequestId()
-        start = worker.loop.now
+        self.requestId = requestId ?? context.newRequestId()
+        start = context.loop.now
         bodyEnded = true
         expectContinue = false
     }
@@ -104,7 +104,7 @@ final class Exchange: UpstreamOwner {
     /// Admission, then the App Check step or a built-in handler. May answer (and finish) before returning.
     func begin() {
         guard let head else { return }
-        switch RequestAdmission.prepare(head, runtime: worker.runtime, builtins: worker.builtins) {
+        switch RequestAdmission.prepare(head, runtime: context.runtime, builtins: context.builtins) {
         case .refused(let refusal):
             path = refusal.path
             if let index = refusal.routeIndex { useRoute(index) }
@@ -128,8 +128,8 @@ final class Exchange: UpstreamOwner {
             self.target = target
             useRoute(routeIndex)
             if case .chunked = head.framing { chunkedUpstream = true }
-            let route = worker.runtime.routes[routeIndex]
-            worker.appCheck.evaluate(head: head, route: route) { [weak self] decision in
+            let route = context.runtime.routes[routeIndex]
+            context.appCheck.evaluate(head: head, route: route) { [weak self] decision in
                 guard let self, self.stage == .admitting, !self.finished else { return }
                 self.admitted(decision, route: route)
             }
@@ -137,7 +137,7 @@ final class Exchange: UpstreamOwner {
     }
 
     private func useRoute(_ index: Int) {
-        let route = worker.runtime.routes[index]
+        let route = context.runtime.routes[index]
         routeIndex = index
         routeName = route.name
         mode = route.enforcement.rawValue
@@ -158,7 +158,7 @@ final class Exchange: UpstreamOwner {
 
     private func forward(route: RouteSettings) {
         guard let head, let target, let responder else { return }
-        let pool = worker.pool(for: route.upstreamIndex)
+        let pool = context.pool(for: route.upstreamIndex)
         self.pool = pool
         guard let requestHead = RequestHeadWriter.write(
             head: head, target: target, route: route, upstream: pool.settings, requestId: requestId, appCheck: appCheck,
@@ -170,7 +170,7 @@ final class Exchange: UpstreamOwner {
         self.head = nil
         self.target = nil
         stage = .forwarding
-        upstreamStart = worker.loop.now
+        upstreamStart = context.loop.now
         connectUpstream(requestHead)
     }
 
@@ -285,7 +285,7 @@ final class Exchange: UpstreamOwner {
         finished = true
         stage = .answered
         if status == 0 { status = 499 }
-        worker.record(self)
+        context.record(self)
     }
 
     // MARK: built-in handlers
@@ -319,7 +319,7 @@ final class Exchange: UpstreamOwner {
 
     func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) {
         guard !finished, let responder else { return }
-        upstreamEnd = worker.loop.now
+        upstreamEnd = context.loop.now
         status = head.status
         headSent = true
         responder.respondHead(head, framing: framing, exchange: self)
@@ -341,7 +341,7 @@ final class Exchange: UpstreamOwner {
     func upstreamFailed(_ kind: UpstreamFailure) {
         guard !finished else { return }
         upstream = nil
-        worker.countUpstreamError(self, kind)
+        context.countUpstreamError(self, kind)
         if headSent {
             // Part of the response is out already: all that can be done is to cut it.
             stage = .answered
@@ -405,7 +405,7 @@ final class Exchange: UpstreamOwner {
         guard !finished else { return }
         finished = true
         pendingBody = []
-        worker.record(self)
+        context.record(self)
         let r = responder
         responder = nil
         r?.exchangeFinished(self)

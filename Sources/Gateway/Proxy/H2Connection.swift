@@ -13,8 +13,8 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     static let readSize = 16 * 1024
 
     let fd: Int32
-    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let worker: Worker
+    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let context: LoopContext
     let peer: SocketAddress
     let transport: ClientConnection.Transport
     private(set) lazy var peerIP: String = peer.ipString
@@ -35,12 +35,12 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     var scheme: String { if case .tls = transport { return "https" }; return "http" }
 
-    init(fd: Int32, peer: SocketAddress, worker: Worker, transport: ClientConnection.Transport) {
+    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: ClientConnection.Transport) {
         self.fd = fd
         self.peer = peer
-        self.worker = worker
+        self.context = context
         self.transport = transport
-        let limits = H2Limits(parserLimits: worker.runtime.parserLimits)
+        let limits = H2Limits(parserLimits: context.runtime.parserLimits)
         session = H2ServerSession(limits: limits, delegate: self)
         timer = LoopTimer { [weak self] in self?.timerFired() }
     }
@@ -93,7 +93,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         case .ok:
             break
         case .closeConnection(let reason):
-            worker.countH2ProtocolClose(reason)
+            context.countH2ProtocolClose(reason)
             flush()
             close()
         }
@@ -210,14 +210,14 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     private func armIdle() {
         guard streams.isEmpty else { idleDeadline = 0; return }
-        let at = worker.loop.now + (sawRequest ? worker.runtime.idleTimeoutNS : worker.runtime.headerTimeoutNS)
+        let at = context.loop.now + (sawRequest ? context.runtime.idleTimeoutNS : context.runtime.headerTimeoutNS)
         idleDeadline = at
-        if !timer.isArmed || timer.deadline > at { worker.loop.schedule(timer, at: at) }
+        if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
     }
 
     private func timerFired() {
         guard !closed, idleDeadline != 0, streams.isEmpty else { return }
-        if worker.loop.now < idleDeadline { worker.loop.schedule(timer, at: idleDeadline); return }
+        if context.loop.now < idleDeadline { context.loop.schedule(timer, at: idleDeadline); return }
         drain()
         // Never a request: nothing to wait for (no PING round trip from a client that may not be listening).
         if !closed && (session.isFinished || !sawRequest) { close() }
@@ -232,10 +232,10 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         streams.removeAll()
         for s in open.values { s.cancelled() }
         session.close()
-        worker.loop.cancel(timer)
-        worker.loop.deregister(fd)
+        context.loop.cancel(timer)
+        context.loop.deregister(fd)
         if case .tls(let stream) = transport { stream.shutdown() }
         Socket.close(fd)
-        worker.h2ConnectionClosed(self)
+        context.connections.h2ConnectionClosed(self)
     }
 }

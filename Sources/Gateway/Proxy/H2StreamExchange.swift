@@ -10,7 +10,7 @@ final class H2StreamExchange: ExchangeResponder {
     /// be able to call back safely; the connection's methods are no-ops once it closed. The cycle is broken when
     /// the connection removes its streams (stream end, reset, or connection close).
     let connection: H2Connection
-    private var worker: Worker { connection.worker }
+    private var context: LoopContext { connection.context }
     private(set) var exchange: Exchange?
     /// DATA the exchange holds back, not yet acknowledged to the client.
     private var unconsumed = 0
@@ -24,13 +24,13 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     var peerIP: String { connection.peerIP }
-    var peerTrusted: Bool { worker.runtime.isTrusted(connection.peer) }
+    var peerTrusted: Bool { context.runtime.isTrusted(connection.peer) }
     var scheme: String { connection.scheme }
 
     // MARK: request
 
     func begin(_ head: HTTPRequestHead, endStream: Bool) {
-        let ex = Exchange(head: head, bodyFollows: !endStream, worker: worker, responder: self)
+        let ex = Exchange(head: head, bodyFollows: !endStream, context: context, responder: self)
         exchange = ex
         if !endStream { bodyProgressed() }
         ex.begin()
@@ -124,7 +124,7 @@ final class H2StreamExchange: ExchangeResponder {
     // MARK: body_timeout
 
     private func bodyProgressed() {
-        let at = worker.loop.now + worker.runtime.bodyTimeoutNS
+        let at = context.loop.now + context.runtime.bodyTimeoutNS
         bodyDeadline = at
         let timer: LoopTimer
         if let t = bodyTimer { timer = t } else {
@@ -132,20 +132,20 @@ final class H2StreamExchange: ExchangeResponder {
             bodyTimer = timer
         }
         // Moving the deadline later costs nothing: the timer re-schedules itself when it fires early.
-        if !timer.isArmed { worker.loop.schedule(timer, at: at) }
+        if !timer.isArmed { context.loop.schedule(timer, at: at) }
     }
 
     private func stopBodyTimer() {
         bodyDeadline = 0
-        if let t = bodyTimer { worker.loop.cancel(t) }
+        if let t = bodyTimer { context.loop.cancel(t) }
     }
 
     private func bodyTimerFired() {
         guard let timer = bodyTimer, bodyDeadline != 0, let ex = exchange, !ex.finished, !ex.bodyEnded else { return }
-        if worker.loop.now < bodyDeadline || ex.isAdmitting || unconsumed > 0 {
+        if context.loop.now < bodyDeadline || ex.isAdmitting || unconsumed > 0 {
             // Early, or the client is held back by flow control (we have not acknowledged its DATA yet).
-            if worker.loop.now >= bodyDeadline { bodyDeadline = worker.loop.now + worker.runtime.bodyTimeoutNS }
-            worker.loop.schedule(timer, at: bodyDeadline)
+            if context.loop.now >= bodyDeadline { bodyDeadline = context.loop.now + context.runtime.bodyTimeoutNS }
+            context.loop.schedule(timer, at: bodyDeadline)
             return
         }
         bodyDeadline = 0
@@ -156,7 +156,7 @@ final class H2StreamExchange: ExchangeResponder {
     // MARK: answers of our own
 
     func refuseHeadersTooLarge() {
-        let ex = Exchange(malformedWith: nil, worker: worker, responder: self)
+        let ex = Exchange(malformedWith: nil, context: context, responder: self)
         exchange = ex
         ex.respondError(status: 431, code: "headers_too_large", reason: "header_list_too_large", close: false)
     }

@@ -48,7 +48,7 @@ final class UpstreamConnection: EventHandler {
         self.tls = tls
         state = connected && tls == nil ? .active : .connecting
         tcpConnected = connected
-        let limits = pool.worker.runtime.upstreamParserLimits
+        let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
         timer = LoopTimer { [weak self] in self?.timerFired() }
@@ -83,7 +83,7 @@ final class UpstreamConnection: EventHandler {
         inBuf.shrinkIfIdle(to: 4096)
         deadline = until
         deadlineKind = .reset
-        pool.worker.loop.schedule(timer, at: until)
+        pool.context.loop.schedule(timer, at: until)
     }
 
     // MARK: request side
@@ -342,24 +342,24 @@ final class UpstreamConnection: EventHandler {
 
     private func arm(_ kind: UpstreamFailure, after seconds: Double) {
         deadlineKind = kind
-        let at = pool.worker.loop.now + .nanoseconds(seconds)
+        let at = pool.context.loop.now + .nanoseconds(seconds)
         deadline = at
-        if !timer.isArmed || timer.deadline > at { pool.worker.loop.schedule(timer, at: at) }
+        if !timer.isArmed || timer.deadline > at { pool.context.loop.schedule(timer, at: at) }
     }
 
     private func refreshDeadline() {
-        deadline = pool.worker.loop.now + .nanoseconds(pool.settings.responseTimeout)
+        deadline = pool.context.loop.now + .nanoseconds(pool.settings.responseTimeout)
     }
 
     private func disarm() {
         deadline = 0
-        pool.worker.loop.cancel(timer)
+        pool.context.loop.cancel(timer)
     }
 
     private func timerFired() {
         guard state != .closed, deadline != 0 else { return }
-        let now = pool.worker.loop.now
-        if now < deadline { pool.worker.loop.schedule(timer, at: deadline); return }
+        let now = pool.context.loop.now
+        if now < deadline { pool.context.loop.schedule(timer, at: deadline); return }
         if state == .idle {
             pool.remove(self)
             close()
@@ -371,8 +371,8 @@ final class UpstreamConnection: EventHandler {
     func close() {
         guard state != .closed else { return }
         state = .closed
-        pool.worker.loop.cancel(timer)
-        pool.worker.loop.deregister(fd)
+        pool.context.loop.cancel(timer)
+        pool.context.loop.deregister(fd)
         if let tls, tcpConnected { tls.shutdown() }
         Socket.close(fd)
     }

@@ -8,17 +8,17 @@ final class UpstreamPool {
     let addresses: [SocketAddress]
     /// For `https://` upstreams: verifies the chain (system store or `ca_file`) and the host name, sends SNI.
     let tls: TLSClientContext?
-    /// The worker owns this object and outlives it (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let worker: Worker
+    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
+    unowned(unsafe) let context: LoopContext
     private var state: UpstreamPoolState<UpstreamConnection>
     /// Set when a reload replaced this pool: connections finish their exchange and close.
     var retired: Bool { state.retired }
 
-    init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, worker: Worker) {
+    init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, context: LoopContext) {
         self.settings = settings
         self.addresses = addresses
         self.tls = tls
-        self.worker = worker
+        self.context = context
         state = UpstreamPoolState(maxIdle: settings.maxIdleConnections, addressCount: addresses.count)
     }
 
@@ -50,7 +50,7 @@ final class UpstreamPool {
             }
         }
         let conn = UpstreamConnection(fd: connected.fd, pool: self, connected: connected.connected, tls: stream)
-        do { try worker.loop.register(connected.fd, conn) } catch {
+        do { try context.loop.register(connected.fd, conn) } catch {
             Socket.close(connected.fd)
             return .failure(.connectRefused)
         }
@@ -64,7 +64,7 @@ final class UpstreamPool {
             conn.close()
             return
         }
-        conn.becomeIdle(until: worker.loop.now + worker.runtime.idleTimeoutNS)
+        conn.becomeIdle(until: context.loop.now + context.runtime.idleTimeoutNS)
     }
 
     /// An idle connection closed or timed out.

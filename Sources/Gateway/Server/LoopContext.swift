@@ -1,0 +1,249 @@
+import AppCheck
+import EventLoop
+import Foundation
+import HTTPWire
+import JSONLog
+import ReplayStores
+
+/// The connections of a loop, as the request path sees them: where a connection reports that it closed or that it
+/// now speaks HTTP/2. The `Worker` implements it.
+protocol ConnectionTable: AnyObject {
+    func connectionClosed(_ conn: ClientConnection)
+    func h2ConnectionClosed(_ conn: H2Connection)
+    /// The socket of `conn` continues as an HTTP/2 connection with `initial` bytes already read.
+    func handOver(_ conn: ClientConnection, initial: UnsafeRawBufferPointer)
+}
+
+/// What one event loop's request path needs, and nothing else: the loop (clock, timers), the runtime (limits,
+/// routes, policy), the upstream pools, the App Check step with its key sets and replay client, the built-in
+/// handlers, the request-id generator, the metrics and the access log. Connections, exchanges, pools and the App
+/// Check step hold this instead of the `Worker`, so none of them reaches listeners or other connections.
+/// Touched only on its loop's thread.
+final class LoopContext {
+    let loop: EventLoop
+    let logSink: LogSink
+    private(set) var runtime: Runtime
+    private var pools: [UpstreamPool] = []
+    private(set) var appCheck: AppCheckStep!
+    /// This loop's view of Firebase's key set; replaced through `setKeys`.
+    private(set) var keys: LoopKeys?
+    var keyProvider: KeyRefetching?
+    /// The gateway's own issuer's public keys (docs/issuer.md), a second key set beside Firebase's; nil without
+    /// `issuer:`. Fixed at start.
+    var ownKeys: JWKSet?
+    /// Requests the gateway answers itself (the issuer's API), matched before routes.
+    var builtins: [BuiltinHandler] = []
+    var replayClient: ReplayClient?
+    var metrics = LoopMetrics()
+    /// Set when the server drains: responses say `Connection: close`.
+    var draining = false
+    /// Where connections report closing (the worker; it outlives the context's connections).
+    unowned(unsafe) var connections: ConnectionTable!
+    private var logBuffer = IOBuffer(capacity: 16 * 1024)
+    /// The read buffer client connections borrow while reading (one loop reads one socket at a time).
+    let scratch = IOBuffer(capacity: 64 * 1024)
+    /// A shared, always-empty buffer standing in for a connection's input when nothing is pending.
+    /// Never written to: a connection swaps in `scratch` or a buffer of its own before appending.
+    let emptyBuffer = IOBuffer(capacity: IOBuffer.releasedCapacity)
+    private var random: RequestIdGenerator
+    private var clock = WallClockCache()
+
+    init(loop: EventLoop, runtime: Runtime, logSink: LogSink) {
+        self.loop = loop
+        self.runtime = runtime
+        self.logSink = logSink
+        random = RequestIdGenerator()
+        pools = makePools(runtime)
+        appCheck = AppCheckStep(context: self,
+                                cacheCapacity: runtime.settings.appCheck.tokenCacheSize / max(1, runtime.settings.server.threads))
+        loop.afterBatch.append { [unowned self] in self.flushLog() }
+    }
+
+    /// Wall-clock seconds (Unix time) for token checks (`iat`, `exp`, the token cache, key-set staleness): the one
+    /// place the request path reads the wall clock, so a test can set it. Monotonic time is `loop.now`.
+    var wallClockSource: () -> Double = { Date().timeIntervalSince1970 }
+    var wallClock: Double { wallClockSource() }
+
+    private func makePools(_ runtime: Runtime) -> [UpstreamPool] {
+        runtime.settings.upstreams.enumerated().map { i, u in
+            UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], tls: runtime.upstreamTLS[i], context: self)
+        }
+    }
+
+    func pool(for index: Int) -> UpstreamPool { pools[index] }
+
+    /// A new key set for this loop; requests waiting on an unknown `kid` verify again.
+    func setKeys(_ keys: LoopKeys) {
+        self.keys = keys
+        appCheck.keysChanged()
+    }
+
+    /// Switches to a new configuration generation; requests in flight finish on the old one. Pools to an
+    /// unchanged endpoint are kept (with their idle connections); the others retire.
+    func apply(_ new: Runtime) {
+        let old = runtime
+        runtime = new
+        var newPools: [UpstreamPool] = []
+        for (i, u) in new.settings.upstreams.enumerated() {
+            if let j = old.settings.upstreams.firstIndex(where: { $0.name == u.name }),
+               sameEndpoint(old.settings.upstreams[j], u), j < pools.count, pools[j].addresses.count == new.upstreamAddresses[i].count {
+                newPools.append(pools[j])
+            } else {
+                newPools.append(UpstreamPool(settings: u, addresses: new.upstreamAddresses[i], tls: new.upstreamTLS[i],
+                                             context: self))
+            }
+        }
+        for p in pools where !newPools.contains(where: { $0 === p }) { p.retire() }
+        pools = newPools
+    }
+
+    private func sameEndpoint(_ a: UpstreamSettings, _ b: UpstreamSettings) -> Bool {
+        a.scheme == b.scheme && a.host == b.host && a.port == b.port && a.basePath == b.basePath
+            && a.connectTimeout == b.connectTimeout && a.responseTimeout == b.responseTimeout
+            && a.maxIdleConnections == b.maxIdleConnections && a.caFile == b.caFile
+    }
+
+    /// Closes idle upstream connections and makes busy ones close when done (shutdown).
+    func retirePools() {
+        for p in pools { p.retire() }
+    }
+
+    func countTLSHandshakeFailure() { metrics.tlsHandshakeFailures += 1 }
+
+    func countH2ProtocolClose(_ reason: String) {
+        metrics.h2ConnectionErrors[reason, default: 0] += 1
+    }
+
+    // MARK: request ids
+
+    /// The client's `X-Request-Id` when it is valid (1–128 of `A–Z a–z 0–9 - _ . :`), else a new one.
+    func requestId(from headers: HTTPHeaders) -> String {
+        if let i = headers.firstIndex(forLowercased: "x-request-id") {
+            let ok = headers.withValueBytes(at: i) { v -> Bool in
+                guard v.count >= 1 && v.count <= 128 else { return false }
+                for b in v {
+                    switch b {
+                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                         UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"),
+                         UInt8(ascii: "."), UInt8(ascii: ":"):
+                        continue
+                    default:
+                        return false
+                    }
+                }
+                return true
+            }
+            if ok { return headers.value(at: i) }
+        }
+        return newRequestId()
+    }
+
+    func newRequestId() -> String { random.next() }
+
+    // MARK: logs and counters
+
+    /// Counts and logs one finished request.
+    func record(_ ex: Exchange) {
+        let status = ex.status
+        let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
+        if !ex.routeName.isEmpty {
+            // In place through the dictionary's modify accessor: no copy of the counters per request.
+            Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
+                       seconds: seconds)
+            if ex.appCheckRan {
+                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome,
+                                         reason: ex.appCheck.reason, appId: ex.appCheck.appId)
+            }
+        } else {
+            metrics.unroutedStatuses[status, default: 0] += 1
+        }
+        accessLog(ex, status: status)
+    }
+
+    private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int, seconds: Double) {
+        r.mode = ex.mode
+        if ex.appCheckRan, let i = LoopMetrics.outcomes.firstIndex(of: ex.appCheck.outcome) {
+            r.outcomes[i] += 1
+            if ex.appCheck.outcome != "verified" && ex.appCheck.outcome != "skipped", let reason = ex.appCheck.reason {
+                r.rejections[reason, default: 0] += 1
+            }
+        }
+        r.statuses[status, default: 0] += 1
+        var b = 0
+        while b < LoopMetrics.durationBuckets.count && seconds > LoopMetrics.durationBuckets[b] { b += 1 }
+        if b < r.buckets.count { r.buckets[b] += 1 }
+        r.durationSum += seconds
+        r.durationCount += 1
+    }
+
+    func countUpstreamError(_ ex: Exchange, _ kind: UpstreamFailure) {
+        metrics.upstreamErrors[.init(upstream: ex.pool?.settings.name ?? "", kind: kind.rawValue), default: 0] += 1
+        if logSink.enabled(.warning) {
+            var line = JSONLine()
+            line.begin(time: Date(), severity: .warning)
+            line.field("message", "upstream error")
+            line.field("request_id", ex.requestId)
+            line.field("route", ex.routeName)
+            line.field("upstream", ex.pool?.settings.name ?? "")
+            line.field("kind", kind.rawValue)
+            line.end()
+            line.bytes.withUnsafeBytes { logBuffer.append($0) }
+        }
+    }
+
+    /// One access-log line per request (docs/operations.md). Never the query, the token, cookies or credentials.
+    private func accessLog(_ ex: Exchange, status: Int) {
+        guard logSink.enabled(.info) else { return }
+        let now = loop.refreshNow()
+        var line = JSONLine()
+        line.bytes.append(contentsOf: "{\"time\":\"".utf8)
+        line.bytes.append(contentsOf: clock.timestamp().utf8)
+        line.bytes.append(contentsOf: "\",\"severity\":\"INFO\",\"message\":\"request\"".utf8)
+        line.bytes.append(UInt8(ascii: ","))
+        line.resumeAfterSeparator()
+        line.field("request_id", ex.requestId)
+        line.field("route", ex.routeName.isEmpty ? nil : ex.routeName)
+        line.field("method", ex.method)
+        line.field("path", ex.path)
+        line.field("status", status)
+        line.field("duration_ms", milliseconds: Double(now &- ex.start) / 1e6)
+        if ex.upstreamStart != 0 && ex.upstreamEnd >= ex.upstreamStart {
+            line.field("upstream_ms", milliseconds: Double(ex.upstreamEnd - ex.upstreamStart) / 1e6)
+        } else {
+            line.field("upstream_ms", raw: "null")
+        }
+        let ac = ex.appCheck
+        line.field("outcome", ex.appCheckRan ? ac.outcome : nil)
+        line.field("reason", ac.reason)
+        line.field("app_id", ac.appId)
+        let app: String
+        switch ac.status {
+        case "verified": app = "VALID"
+        case "missing": app = "MISSING"
+        case "skipped": app = ac.tokenSHA256 == nil ? "MISSING" : "INVALID"
+        default: app = "INVALID"
+        }
+        line.field("verifications", raw: "{\"app\":\"\(app)\"}")
+        line.field("token_sha256", ac.tokenSHA256)
+        line.end()
+        line.bytes.withUnsafeBytes { logBuffer.append($0) }
+        if !ex.logFields.isEmpty {
+            // A built-in handler's own line (the issuer's: app_id, method, result, rule), tied by request_id.
+            var own = JSONLine()
+            own.begin(time: Date(), severity: .info)
+            own.field("message", "\(ex.routeName) exchange")
+            own.field("request_id", ex.requestId)
+            for (name, value) in ex.logFields { own.field(name, value) }
+            own.end()
+            own.bytes.withUnsafeBytes { logBuffer.append($0) }
+        }
+        if logBuffer.readableCount > 64 * 1024 { flushLog() }
+    }
+
+    func flushLog() {
+        guard !logBuffer.isEmpty else { return }
+        logSink.write(logBuffer.readable)
+        logBuffer.clear()
+        logBuffer.shrinkIfIdle(to: 16 * 1024)
+    }
+}
