@@ -14,6 +14,8 @@ import Synchronization
 /// - `/hang`: reads the request and never answers.
 /// - `/drop`: closes the connection without answering.
 /// - `/close-delimited/N`: N bytes, no length, ends by closing.
+/// - `/hop-by-hop`: 200 with hop-by-hop fields (`Keep-Alive`, `Connection: x-private`, `X-Private`, `Upgrade`) and
+///   an `X-Request-Id` of its own, none of which a proxy may pass on.
 /// - anything else: 200 with a JSON echo of method, path and headers (`X-Upstream: sample`).
 public final class SampleUpstream: @unchecked Sendable {
     public let loop: EventLoop
@@ -227,6 +229,10 @@ private final class SampleConnection: EventHandler {
             }
             timer = t
             upstream.loop.schedule(t, at: upstream.loop.now + .nanoseconds(Double(ms) / 1000))
+        } else if parts.last == "hop-by-hop" {
+            let body = Array("hop\n".utf8)
+            outBuf.append("HTTP/1.1 200 OK\r\nX-Upstream: sample\r\nKeep-Alive: timeout=5\r\nConnection: x-private\r\nX-Private: secret\r\nUpgrade: h2c\r\nX-Request-Id: upstream-own-id\r\nContent-Length: \(body.count)\r\n\r\n")
+            if h.method != "HEAD" { outBuf.append(body) }
         } else if parts.last == "hang" {
             hanging = true
         } else if parts.last == "drop" {

@@ -158,7 +158,7 @@ final class H2StreamExchange: ExchangeResponder {
     func refuseHeadersTooLarge() {
         let ex = Exchange(malformedWith: nil, context: context, responder: self)
         exchange = ex
-        ex.respondError(status: 431, code: "headers_too_large", reason: "header_list_too_large", close: false)
+        ex.respondError(status: 431, code: "headers_too_large", reason: "head_too_large", close: false)
     }
 
     /// The client reset the stream or the connection went away.
