@@ -1,6 +1,6 @@
 import AppCheck
 import Foundation
-import Gateway
+@testable import Gateway
 import Testing
 import TestSupport
 
@@ -176,7 +176,8 @@ import TestSupport
         try strict.waitUntilReady()
         let short = try issuer.mint(appId: Self.appId, ttl: 1)
         #expect(try Self.get(strict, "/e/x", token: short).status == 200)
-        usleep(2_100_000)
+        // Two seconds later by the gateway's clock (no sleeping: the request path reads an injectable clock).
+        strict.server.setWallClock { Date().timeIntervalSince1970 + 2.1 }
         let late = try Self.get(strict, "/e/x", token: short)
         #expect(late.status == 401)
         #expect(Self.json(late)["reason"] == "expired")

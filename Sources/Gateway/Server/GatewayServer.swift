@@ -60,6 +60,20 @@ public final class GatewayServer: @unchecked Sendable {
         return "\(names.joined(separator: " and ")) \(names.count == 1 ? "is" : "are") validated by check-config but not served by this version yet; remove \(names.count == 1 ? "it" : "them") to serve"
     }
 
+    /// Replaces the wall clock every loop's request path reads (token `iat`/`exp`, the token cache, key-set
+    /// staleness); returns once every loop uses it. For tests, which move time instead of sleeping.
+    func setWallClock(_ source: @escaping @Sendable () -> Double) {
+        let done = DispatchGroup()
+        for w in workers {
+            done.enter()
+            w.loop.execute { [w] in
+                w.context.wallClockSource = source
+                done.leave()
+            }
+        }
+        done.wait()
+    }
+
     /// Binds every listener and starts the loops. Throws on a bind failure (nothing keeps running then).
     public func start() throws {
         CSystemShims_ignore_sigpipe()
