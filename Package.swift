@@ -46,7 +46,7 @@ let package = Package(
             "COpenSSL", "Yams",
         ], swiftSettings: hotPath),
         .target(name: "GatewayTools", dependencies: [
-            "Gateway", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "COpenSSL",
+            "Gateway", "EventLoop", "HTTPWire", "AppCheck", "AppAttest", "AppAttestSimulator", "JSONLog", "COpenSSL",
         ]),
         .executableTarget(name: "appcheck-gateway", dependencies: [
             "GatewayTools", "Gateway", "AppCheck", "KeySets", "JSONLog",

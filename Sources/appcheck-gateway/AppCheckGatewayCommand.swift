@@ -128,6 +128,8 @@ struct Demo: ParsableCommand {
     static let projectNumber = "123456789012"
     static let projectId = "demo-project"
     static let appId = "1:123456789012:ios:0123456789abcdef"
+    static let teamId = "DEMOTEAM01"
+    static let bundleId = "com.example.demo"
 
     func run() throws {
         GatewayServer.blockSignals()
@@ -136,6 +138,7 @@ struct Demo: ParsableCommand {
         let issuer: KeySetServer
         let key: RSAPrivateKey
         let kid: String
+        let phone: DemoIPhone
         do {
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             key = try RSAPrivateKey.generate(bits: 2048)
@@ -148,6 +151,11 @@ struct Demo: ParsableCommand {
             }
             issuer = try KeySetServer(document: jwks, port: jwksPort)
             upstream = try SampleUpstream(port: upstreamPort)
+            // The gateway's own issuer: its signing key, and the test App Attest CA the simulated iPhone uses.
+            try RSAPrivateKey.generate(bits: 2048).pemRepresentation()
+                .write(to: dir.appendingPathComponent("issuer-key.pem"), atomically: true, encoding: .utf8)
+            phone = try DemoIPhone(teamId: Self.teamId, bundleId: Self.bundleId)
+            try phone.ca.rootPEM.write(to: dir.appendingPathComponent("appattest-root.pem"), atomically: true, encoding: .utf8)
         } catch {
             printError("appcheck-gateway: demo: \(error)")
             throw ExitCode(1)
@@ -155,6 +163,8 @@ struct Demo: ParsableCommand {
         var env = ProcessInfo.processInfo.environment
         env["DEMO_UPSTREAM_PORT"] = String(upstream.address.port)
         env["DEMO_JWKS_URL"] = issuer.url
+        env["DEMO_ISSUER_KEY"] = dir.appendingPathComponent("issuer-key.pem").path
+        env["DEMO_APPATTEST_ROOT"] = dir.appendingPathComponent("appattest-root.pem").path
         // Nothing is read relative to the working directory: the built-in configuration is served from the
         // demo's own directory unless --config names a file.
         let configPath = config ?? dir.appendingPathComponent("demo.yaml").path
@@ -166,6 +176,7 @@ struct Demo: ParsableCommand {
             throw ExitCode(1)
         }
         let server = GatewayServer(settings: settings, logSink: LogSink(fd: 2, level: .warning))
+        let started = Date()
         do { try server.start() } catch {
             printError("appcheck-gateway: demo: cannot start the gateway: \(error)")
             throw ExitCode(1)
@@ -190,6 +201,35 @@ struct Demo: ParsableCommand {
                                              appId: Self.appId, issuedAt: now + 1 + skew, ttl: 300,
                                              jti: SigningKeys.randomJTI())) ?? "?"
         let keyPath = dir.appendingPathComponent("key.pem").path
+        // The simulated iPhone attests through the gateway's own issuer (with the built-in config), then asserts for
+        // a limited-use token. Its limited-use token is asked for after the same clock_skew wait as above.
+        var device = ""
+        if config == nil, let port = server.listenAddresses.first?.port {
+            let methods = "/appcheck/v1/projects/\(Self.projectNumber)/apps/\(Self.appId)"
+            do {
+                let attested = try phone.attest(port: port, methodBase: methods)
+                while Date().timeIntervalSince(started) < settings.appCheck.clockSkew + 1 { usleep(50_000) }
+                let asserted = try phone.assert(port: port, methodBase: methods, limitedUse: true)
+                device = """
+
+                6. The gateway is an App Check provider too: a simulated iPhone (a test App Attest CA made just now,
+                   trusted by root_ca_file) attested its key through POST \(methods):exchangeAppAttestAttestation
+                   and got this session token, which opens the enforced route like Firebase's:
+                curl -i -H 'X-Firebase-AppCheck: \(attested)' http://\(gw)/api/orders
+
+                7. It then asserted (exchangeAppAttestAssertion) for a limited-use token: 200 once, 401 reused after
+                curl -i -X POST -H 'X-Firebase-AppCheck: \(asserted)' http://\(gw)/api/redeem
+                curl -i -X POST -H 'X-Firebase-AppCheck: \(asserted)' http://\(gw)/api/redeem
+
+                8. Debug tokens for CI (debug_secrets), and the issuer's public key set
+                curl -s -X POST -d '{"debug_token":"demo-debug-secret-change-me"}' http://\(gw)\(methods):exchangeDebugToken
+                curl -s http://\(gw)/appcheck/v1/jwks
+
+                """
+            } catch {
+                device = "\n6. The simulated iPhone could not attest: \(error)\n"
+            }
+        }
         print("""
         AppCheck Gateway demo is running (Ctrl-C to stop). Ready: \(server.readinessProblems().isEmpty ? "yes" : "no")
           gateway   http://\(gw)
@@ -214,7 +254,7 @@ struct Demo: ParsableCommand {
 
         5. Firebase's request categories, per route, as Prometheus metrics
         curl -s http://\(admin)/metrics | grep appcheck_requests_total
-
+        \(device)
         More tokens (valid for an hour; --limited-use for single-use ones):
         \(Self.executableForPasting()) mint --key \(keyPath) --project-number \(Self.projectNumber) --project-id \(Self.projectId) --app-id \(Self.appId)
 

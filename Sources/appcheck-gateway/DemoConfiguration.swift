@@ -3,15 +3,17 @@
 /// text, kept identical by a test (`OperationsTests.demoRunsFromAnyDirectory`). The demo writes it into its
 /// temporary directory and serves from there, so `SIGHUP` reloads work as for `serve`.
 enum DemoConfiguration {
-    /// The text of `Config/demo.yaml`, final newline included. `${DEMO_UPSTREAM_PORT}` and `${DEMO_JWKS_URL}` are
-    /// filled in by the demo; `${DEMO_PORT}` (default 8080) and `${DEMO_ADMIN_PORT}` (default 9901) may be set by
+    /// The text of `Config/demo.yaml`, final newline included. `${DEMO_UPSTREAM_PORT}`, `${DEMO_JWKS_URL}`,
+    /// `${DEMO_ISSUER_KEY}` and `${DEMO_APPATTEST_ROOT}` are filled in by the demo; `${DEMO_PORT}` (default 8080) and `${DEMO_ADMIN_PORT}` (default 9901) may be set by
     /// the user.
     static let yaml = """
     # The configuration `appcheck-gateway demo` runs. It is built into the binary, so the demo works from any
     # directory; `appcheck-gateway demo --config FILE` runs another file instead. The gateway listens on
     # 127.0.0.1:8080 (set DEMO_PORT to change it; admin on DEMO_ADMIN_PORT, default 9901) in front of the built-in
     # sample upstream, and verifies tokens against a local issuer's key set (the demo fills in DEMO_UPSTREAM_PORT
-    # and DEMO_JWKS_URL). Nothing here needs a Firebase project.
+    # and DEMO_JWKS_URL). It is also an App Check provider itself (issuer:, docs/issuer.md): a simulated iPhone
+    # attests through it with a test App Attest CA the demo makes at start (DEMO_ISSUER_KEY, DEMO_APPATTEST_ROOT).
+    # Nothing here needs a Firebase project.
     server:
       listen: ["127.0.0.1:${DEMO_PORT:-8080}"]
       admin_listen: "127.0.0.1:${DEMO_ADMIN_PORT:-9901}"
@@ -21,6 +23,8 @@ enum DemoConfiguration {
     app_check:
       project_number: "123456789012"
       project_id: "demo-project"
+      clock_skew: 2s                  # short for the demo: a fresh replay store refuses limited-use tokens issued
+                                      # in its first clock_skew (docs/replay.md); production keeps the 10s default
       jwks:
         url: "${DEMO_JWKS_URL:-http://127.0.0.1:18082/jwks}"
         unknown_kid_refresh_interval: 5s
@@ -30,6 +34,20 @@ enum DemoConfiguration {
 
     dashboard:                        # http://127.0.0.1:9901/dashboard
       min_requests: 5                 # low for the demo, so a few curls move the verdicts (production: 1000)
+
+    issuer:                           # the gateway mints App Check tokens too: POST /appcheck/v1/projects/...
+      base_path: /appcheck
+      issuer_url: http://127.0.0.1:${DEMO_PORT:-8080}/appcheck
+      signing_keys: ["${DEMO_ISSUER_KEY}"]
+      state: { store: memory }        # production: sqlite or redis (attested keys must survive restarts)
+      apps:
+        - app_id: "1:123456789012:ios:0123456789abcdef"
+          team_id: DEMOTEAM01
+          bundle_id: com.example.demo
+          app_attest:
+            environments: [development]
+            root_ca_file: "${DEMO_APPATTEST_ROOT}"   # the demo's test CA; omit for Apple's real root
+          debug_secrets: ["demo-debug-secret-change-me"]
 
     upstreams:
       sample:

@@ -163,6 +163,25 @@ import Testing
             port: port, "GET /api/orders HTTP/1.1\r\nHost: demo\r\nX-Firebase-AppCheck: \(token)\r\n\r\n")
         #expect(answer.status == 200, "\(answer.bodyText)")
 
+        // The simulated iPhone's steps: its App Attest session token opens the API; its limited-use token (from an
+        // assertion) works once, then is refused as reused; the debug exchange mints.
+        func tokenIn(_ line: String) -> String? {
+            line.split(separator: "'").dropFirst().first.map { String($0.dropFirst("X-Firebase-AppCheck: ".count)) }
+        }
+        let six = try #require(banner.firstIndex { $0.hasPrefix("6. The gateway is an App Check provider too") }, "\(banner)")
+        let sessionLine = try #require(banner[six...].first { $0.hasPrefix("curl -i -H 'X-Firebase-AppCheck: ") })
+        let session = try #require(tokenIn(sessionLine))
+        #expect(try RawHTTPClient.roundTrip(port: port, "GET /api/orders HTTP/1.1\r\nHost: demo\r\nX-Firebase-AppCheck: \(session)\r\n\r\n").status == 200)
+        let limitedLine = try #require(banner[six...].first { $0.hasPrefix("curl -i -X POST -H 'X-Firebase-AppCheck: ") })
+        let limited = try #require(tokenIn(limitedLine))
+        let redeem = "POST /api/redeem HTTP/1.1\r\nHost: demo\r\nContent-Length: 0\r\nX-Firebase-AppCheck: \(limited)\r\n\r\n"
+        let first = try RawHTTPClient.roundTrip(port: port, redeem, method: "POST")
+        #expect(first.status == 200, "\(first.bodyText)")
+        #expect(try RawHTTPClient.roundTrip(port: port, redeem, method: "POST").status == 401)
+        let debugLine = try #require(banner.first { $0.contains(":exchangeDebugToken") })
+        let debug = try BoundedCommand.run("/bin/sh", ["-c", debugLine], timeout: 15)
+        #expect(debug.stdout.contains(#""token":"ey"#), "\(debug.stdout) \(debug.stderr)")
+
         // The printed mint command names the binary by an absolute path (or a bare name on PATH).
         let mintLine = try #require(banner.first { $0.contains(" mint --key ") })
         #expect(mintLine.hasPrefix("/"), "\(mintLine)")

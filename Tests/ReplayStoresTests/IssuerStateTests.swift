@@ -1,9 +1,11 @@
 import Foundation
+import JSONLog
 import Testing
+import TestSupport
 @testable import ReplayStores
 
-/// The issuer's state (docs/issuer.md) in memory and in SQLite: the same single-use and compare-and-set rules,
-/// and for SQLite durability across reopening and atomicity across two stores on one file.
+/// The issuer's state (docs/issuer.md) in memory, SQLite and Redis: the same single-use and compare-and-set rules,
+/// durability across reopening, and atomicity across two stores on one file or one Redis server.
 @Suite struct IssuerStateTests {
     static let app = "1:123456789012:ios:0a1b2c3d4e5f6a7b"
 
@@ -86,5 +88,66 @@ import Testing
 
     @Test func anUnopenablePathIsAClearError() {
         #expect(throws: IssuerStateError.self) { _ = try SQLiteIssuerState(path: "/nonexistent-dir/issuer.sqlite") }
+    }
+
+    // MARK: Redis (a real redis-server)
+
+    static func redisState(_ server: RedisServerProcess) throws -> RedisIssuerState {
+        try RedisIssuerState(url: server.url, keyPrefix: "appcheck:issuer:", timeout: 2, logSink: LogSink(fd: 2, level: .error))
+    }
+
+    @Test func redisKeepsTheRulesAndSurvivesReopening() async throws {
+        let server = try RedisServerProcess()
+        defer { server.stop() }
+        let state = try Self.redisState(server)
+        try await Self.exercise(state)
+        state.close()
+        let reopened = try Self.redisState(server)
+        defer { reopened.close() }
+        #expect(try await reopened.key(Self.key(7).keyId, appId: Self.app)?.counter == 3, "keys and counters are in Redis")
+        #expect(try await reopened.key(Self.key(7).keyId, appId: Self.app) == Self.key(7).withCounter(3))
+        #expect(try await reopened.consumeOnce([5], expiresAt: 400, now: 250) == false, "used inputs are in Redis")
+    }
+
+    @Test func twoRedisStoresOnOneServerLetExactlyOneAssertionWin() async throws {
+        let server = try RedisServerProcess()
+        defer { server.stop() }
+        let a = try Self.redisState(server), b = try Self.redisState(server)
+        defer { a.close(); b.close() }
+        let k = Self.key(1)
+        #expect(try await a.insertKey(k) == true)
+        #expect(try await b.insertKey(k) == false, "the second instance sees the first's key")
+        let wins = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<40 {
+                let store = i % 2 == 0 ? a : b
+                group.addTask { (try? await store.advanceCounter(k.keyId, appId: Self.app, to: 1)) ?? false }
+            }
+            var count = 0
+            for await won in group where won { count += 1 }
+            return count
+        }
+        #expect(wins == 1, "40 assertions with the same counter through two instances: exactly one passes")
+        try await a.putChallenge([42], appId: Self.app, now: 0, expiresAt: 100)
+        async let first = a.takeChallenge([42], appId: Self.app, now: 1)
+        async let second = b.takeChallenge([42], appId: Self.app, now: 1)
+        let taken = try await [first, second].filter { $0 }.count
+        #expect(taken == 1, "a challenge is taken once across instances")
+    }
+
+    @Test func anUnreachableRedisIsUnavailableNotACrash() async throws {
+        let port = try TestPKI.freePort()
+        let state = try RedisIssuerState(url: "redis://127.0.0.1:\(port)/0", keyPrefix: "x:", timeout: 0.3,
+                                         logSink: LogSink(fd: 2, level: .error))
+        defer { state.close() }
+        await #expect(throws: IssuerStateError.self) { try await state.putChallenge([1], appId: Self.app, now: 0, expiresAt: 10) }
+        #expect(throws: IssuerStateError.self) { _ = try RedisIssuerState(url: "http://x", keyPrefix: "x:", logSink: LogSink(fd: 2, level: .error)) }
+    }
+}
+
+extension AttestedKey {
+    func withCounter(_ c: UInt32) -> AttestedKey {
+        var k = self
+        k.counter = c
+        return k
     }
 }

@@ -1,3 +1,4 @@
+import JSONLog
 import ReplayStores
 
 /// Why the issuer could not start (a key file changed since `check-config`, the state store cannot be opened).
@@ -10,7 +11,7 @@ public struct IssuerStartError: Error, CustomStringConvertible, Sendable {
 extension IssuerService {
     /// The service a server runs, from validated settings: signing keys read from their files, state opened
     /// as `issuer.state` says.
-    static func start(settings: IssuerSettings, projectNumber: String, projectId: String?) throws -> IssuerService {
+    static func start(settings: IssuerSettings, projectNumber: String, projectId: String?, logSink: LogSink) throws -> IssuerService {
         let keys = try IssuerKeys.load(paths: settings.signingKeyPaths)
         let state: IssuerState
         switch settings.state.store {
@@ -21,7 +22,11 @@ extension IssuerService {
                 throw IssuerStartError("issuer.state: cannot open \(settings.state.sqlitePath): \(error)")
             }
         case .redis:
-            throw IssuerStartError("issuer.state: the redis store is not available in this build")
+            do {
+                state = try RedisIssuerState(url: settings.state.redisURL, keyPrefix: settings.state.keyPrefix, logSink: logSink)
+            } catch {
+                throw IssuerStartError("\(error)")
+            }
         }
         return try IssuerService(settings: settings, projectNumber: projectNumber, projectId: projectId, keys: keys,
                                  state: state)

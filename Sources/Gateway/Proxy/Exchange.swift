@@ -48,9 +48,10 @@ final class Exchange: UpstreamOwner {
     enum Stage { case admitting, forwarding, builtinBody, builtinWaiting, answered }
     private(set) var stage = Stage.admitting
 
-    /// Strong while the exchange runs (an HTTP/2 stream may be gone from its connection's table while its upstream
-    /// still calls back); dropped when the exchange finishes, which breaks the cycle.
-    private var responder: ExchangeResponder?
+    /// Not retained (a retain per request of a connection that has a side table is measurable): every adapter
+    /// outlives its exchange's use of it, because it cancels the exchange (`cancel()`, which drops this) before it
+    /// goes away, and a finished exchange drops it too.
+    private unowned(unsafe) var responder: ExchangeResponder?
     /// The loop's context outlives the exchange.
     unowned(unsafe) let context: LoopContext
     private var head: HTTPRequestHead?
@@ -129,8 +130,10 @@ final class Exchange: UpstreamOwner {
             useRoute(routeIndex)
             if case .chunked = head.framing { chunkedUpstream = true }
             let route = context.runtime.routes[routeIndex]
-            context.appCheck.evaluate(head: head, route: route) { [weak self] decision in
-                guard let self, self.stage == .admitting, !self.finished else { return }
+            // Strong: the step answers at once on the fast path, or after a bounded wait (key-set refetch, replay
+            // store); a weak capture would give every exchange a side table. A cancelled exchange ignores the answer.
+            context.appCheck.evaluate(head: head, route: route) { decision in
+                guard self.stage == .admitting, !self.finished else { return }
                 self.admitted(decision, route: route)
             }
         }

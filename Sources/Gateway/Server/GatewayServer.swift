@@ -82,7 +82,7 @@ public final class GatewayServer: @unchecked Sendable {
         let runtime = try Runtime(settings: settings, generation: 0)
         if let issuerSettings = settings.issuer {
             let service = try IssuerService.start(settings: issuerSettings, projectNumber: settings.appCheck.projectNumber,
-                                                  projectId: settings.appCheck.projectId)
+                                                  projectId: settings.appCheck.projectId, logSink: logSink)
             issuer = service
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
