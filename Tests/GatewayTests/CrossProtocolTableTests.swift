@@ -27,6 +27,8 @@ import TestSupport
         var status: Int
         var headers: [String: [String]]
         var body: [UInt8]
+        /// curl lost the answer to an early RST_STREAM(NO_ERROR) (see `send`); only the log line can be checked.
+        var reset = false
         var text: String { String(decoding: body, as: UTF8.self) }
         func header(_ name: String) -> String? { headers[name.lowercased()]?.last }
         /// What the sample upstream saw: its JSON echo's `headers` (lower-cased names).
@@ -173,12 +175,25 @@ import TestSupport
             case .h2tls: args += ["--http2", "--cacert", pki.caCert, "https://127.0.0.1:\(tlsPort)\(request.path)"]
             }
             let result = try Run.command("curl", args, timeout: 90)
-            guard let status = Int(result.stdout.trimmingCharacters(in: .whitespaces)), status > 0 else {
-                throw HarnessError("curl over \(transport): \(result.stdout) \(result.stderr)")
-            }
             // The last header block (after any interim 1xx).
             let raw = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
             let blocks = raw.components(separatedBy: "\r\n\r\n").filter { !$0.isEmpty }
+            var status = Int(result.stdout.trimmingCharacters(in: .whitespaces)) ?? 0
+            if status == 0, result.status == 92, transport != .http1,
+               let line = blocks.last?.components(separatedBy: "\r\n").first, line.hasPrefix("HTTP/2 ") {
+                // An answer before the whole request body was sent (413 on a declared length) is followed by
+                // RST_STREAM(NO_ERROR), as RFC 9113 §8.1 allows; curl 7.88 reports that as error 92 after it has
+                // received the complete response. The response itself is what is checked.
+                status = Int(line.dropFirst("HTTP/2 ".count).prefix(3)) ?? 0
+            }
+            if status == 0, result.status == 92, transport != .http1, request.body != nil, blocks.isEmpty {
+                // The same reset raced ahead of the answer inside curl: it discarded the response. The gateway's
+                // decision is still checked through its access-log line (`Response.reset`).
+                return Response(status: 0, headers: [:], body: [], reset: true)
+            }
+            guard status > 0 else {
+                throw HarnessError("curl over \(transport): \(result.stdout) \(result.stderr)")
+            }
             var headers: [String: [String]] = [:]
             for line in (blocks.last ?? "").components(separatedBy: "\r\n").dropFirst() {
                 guard let colon = line.firstIndex(of: ":") else { continue }
@@ -404,6 +419,7 @@ import TestSupport
                 }
                 let before = try f.metrics()
                 var last: Response?
+                var lastId = ""
                 for (i, request) in requests.enumerated() {
                     var r = request
                     let id = "t\(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(24))"
@@ -413,13 +429,16 @@ import TestSupport
                         Issue.record("\(label): \(error)")
                         break
                     }
-                    #expect(response.status == c.statuses[i], "\(label): request \(i + 1) status")
+                    if !response.reset { #expect(response.status == c.statuses[i], "\(label): request \(i + 1) status") }
                     last = response
+                    lastId = r.headers.first { $0.0.lowercased() == "x-request-id" }?.1 ?? id
                 }
                 guard let response = last else { continue }
-                for problem in c.check(response, transport, f) { Issue.record("\(label): \(problem)") }
-                // The access-log line of the last request.
-                let id = response.header("x-request-id") ?? ""
+                if !response.reset {
+                    for problem in c.check(response, transport, f) { Issue.record("\(label): \(problem)") }
+                }
+                // The access-log line of the last request (by the id the client sent when it is a valid one).
+                let id = response.reset ? lastId : (response.header("x-request-id") ?? "")
                 let log = f.logLine(id)
                 if let log {
                     #expect(log.route == (c.route.isEmpty ? nil : c.route), "\(label): log route \(log)")
@@ -442,7 +461,7 @@ import TestSupport
                     let series = #"gateway_upstream_errors_total{upstream="stale",kind="stale_connection"}"#
                     #expect((after[series] ?? 0) - (before[series] ?? 0) >= 1, "\(label): no stale-connection retry counted")
                 }
-                seen[transport] = (response.status, log)
+                seen[transport] = (response.reset ? (log?.status ?? 0) : response.status, log)
             }
             // A difference between protocols fails, whatever the case's own expectations.
             let statuses = Set(seen.values.map(\.status))

@@ -346,4 +346,54 @@ import TestSupport
         let r2 = try rig.call("GET", "/api/x", token: borrowed)
         #expect(r2.status == 401 && Self.reason(r2) == "wrong_issuer", "\(r2.bodyText)")
     }
+
+    @Test func tokensOfATrustedDeploymentVerifyAgainstItsOwnKeySet() throws {
+        // Another deployment's issuer: its key set served over HTTP, its tokens carry its own `iss`.
+        let other = try LocalIssuer()
+        defer { other.stop() }
+        let otherIss = "https://eu.example.com/appcheck/123456789012"
+        let h = try GatewayHarness { upstream in
+            GatewayHarness.config(upstream: upstream, routes: """
+              - name: orders
+                prefix: /api/
+                upstream: api
+                enforcement: enforce
+            """, appCheck: """
+              jwks: { url: "http://127.0.0.1:9/jwks" }
+              trusted_issuers:
+                - iss: \(otherIss)
+                  jwks_url: \(other.jwksURL)
+            """)
+        }
+        defer { h.stop() }
+        let now = Int(Date().timeIntervalSince1970)
+        func call(_ token: String) throws -> TestResponse {
+            try RawHTTPClient.roundTrip(port: h.port, "GET /api/x HTTP/1.1\r\nHost: gw\r\nX-Firebase-AppCheck: \(token)\r\n\r\n", timeout: 60)
+        }
+        let trusted = try TokenMinter.mintIssued(key: other.key, kid: other.kid, issuerURL: "https://eu.example.com/appcheck",
+                                                 projectNumber: "123456789012", appId: Self.appId, issuedAt: now, ttl: 3600,
+                                                 provider: .appAttest)
+        // The trusted set is fetched at start, in the background: poll until the first answer that is not unknown_kid.
+        var first = try call(trusted)
+        let deadline = Date().addingTimeInterval(20)
+        while first.status != 200 && ["unknown_kid", "jwks_unavailable"].contains(Self.reason(first)) && Date() < deadline {
+            usleep(50_000)
+            first = try call(trusted)
+        }
+        #expect(first.status == 200, "\(first.bodyText)")
+        // Its key cannot vouch for Firebase's iss.
+        let borrowed = try TokenMinter.mint(key: other.key, kid: other.kid, projectNumber: "123456789012", appId: Self.appId,
+                                            issuedAt: now, ttl: 3600)
+        let refused = try call(borrowed)
+        #expect(refused.status == 401 && Self.reason(refused) == "wrong_issuer", "\(refused.bodyText)")
+        // A deployment that is not trusted: its key is in no set.
+        let stranger = try LocalIssuer()
+        defer { stranger.stop() }
+        let unknown = try TokenMinter.mintIssued(key: stranger.key, kid: "stranger-key", issuerURL: "https://eu.example.com/appcheck",
+                                                 projectNumber: "123456789012", appId: Self.appId, issuedAt: now, ttl: 3600,
+                                                 provider: .appAttest)
+        // (Firebase's set is unreachable in this test, so the gateway cannot tell: 503 jwks_unavailable.)
+        let strange = try call(unknown)
+        #expect(strange.status != 200 && ["unknown_kid", "jwks_unavailable"].contains(Self.reason(strange)), "\(strange.bodyText)")
+    }
 }

@@ -1,3 +1,4 @@
+import AppCheck
 import Foundation
 import Gateway
 import GatewayTools
@@ -93,6 +94,12 @@ import TestSupport
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         var env = ProcessInfo.processInfo.environment
         env["FIREBASE_PROJECT_NUMBER"] = "123456789012"
+        // The files the demo makes at start: an issuer signing key and a root for the simulated iPhone's CA.
+        let pki = try TestPKI()
+        let issuerKey = pki.directory + "/issuer.pem"
+        try RSAPrivateKey.generate(bits: 2048).pemRepresentation().write(toFile: issuerKey, atomically: true, encoding: .utf8)
+        env["DEMO_ISSUER_KEY"] = issuerKey
+        env["DEMO_APPATTEST_ROOT"] = pki.caCert
         for name in ["gateway.example.yaml", "demo.yaml"] {
             let path = root.appendingPathComponent("Config/\(name)").path
             let r = try Run.command(Run.gatewayBinary, ["check-config", "--config", path], environment: env)

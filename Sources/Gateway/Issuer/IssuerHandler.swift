@@ -35,7 +35,7 @@ final class IssuerHandler: BuiltinHandler {
     private static func answer(_ path: IssuerPath, method: String, body: [UInt8], service: IssuerService,
                                metrics: IssuerMetrics, loop: EventLoop,
                                reply: Unchecked<(BuiltinResponse) -> Void>) {
-        Task.detached {
+        Task(executorPreference: IssuerExecutor.shared) {
             let outcome = await service.handle(path, httpMethod: method, body: body)
             metrics.count(outcome, configuredApps: service.settings)
             let response = Unchecked(response(outcome))

@@ -65,21 +65,31 @@ final class AppCheckStep {
         // Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
         // `kid` picks the set, and the set fixes the `iss` the token must carry: a key vouches only for its own
         // issuer. Own tokens verify even while Firebase's set is unavailable.
+        // Trusted issuers (another deployment's) are sets of their own too, each vouching for its own `iss`.
         let own = context.ownKeys
         let firebase = context.keys.flatMap { $0.usable(at: now) ? $0.set : nil }
-        func keySet(for kid: String) -> (set: JWKSet, own: Bool)? {
-            if let own, own.key(for: kid) != nil { return (own, true) }
-            return firebase.map { ($0, false) }
+        let trusted = context.trustedKeys
+        /// The set that holds `kid` and the policy its tokens follow (`policy` nil: Firebase's, the runtime's own).
+        func keySet(for kid: String) -> (set: JWKSet, policy: AppCheckPolicy?)? {
+            if let own, own.key(for: kid) != nil { return (own, runtime.ownIssuerPolicy) }
+            if !trusted.isEmpty {
+                for (i, keys) in trusted.enumerated() {
+                    if let keys, keys.usable(at: now), keys.set.key(for: kid) != nil, i < runtime.trustedIssuerPolicies.count {
+                        return (keys.set, runtime.trustedIssuerPolicies[i])
+                    }
+                }
+            }
+            return firebase.map { ($0, nil) }
         }
         let key = TokenCache.Key(token: token)
         let claims: TokenClaims
         let fingerprint: String
-        let ownToken: Bool
+        var tokenPolicy: AppCheckPolicy?
         if let hit = cache.get(key, now: now), let found = keySet(for: hit.kid), found.set.key(for: hit.kid) != nil {
             context.metrics.tokenCacheHits += 1
             claims = hit.claims
             fingerprint = hit.fingerprint
-            ownToken = found.own
+            tokenPolicy = found.policy
         } else {
             context.metrics.tokenCacheMisses += 1
             fingerprint = Self.fingerprint(token)
@@ -95,7 +105,7 @@ final class AppCheckStep {
                 return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
                     status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
             }
-            ownToken = found.own
+            tokenPolicy = found.policy
             if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
                 if reason == .unknownKid, mayWait, context.keyProvider?.unknownKid(parsed.kid) == true {
                     park(until: now + Self.unknownKidWait) { [weak self] in
@@ -111,7 +121,7 @@ final class AppCheckStep {
                                                 until: exp + runtime.policy.clockSkew), now: now)
             }
         }
-        let policy = ownToken ? (runtime.ownIssuerPolicy ?? runtime.policy) : runtime.policy
+        let policy = tokenPolicy ?? runtime.policy
         let verified: VerifiedClaims
         switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
         case .success(let v): verified = v

@@ -23,6 +23,8 @@ public final class GatewayServer: @unchecked Sendable {
     /// adds one). Its settings are read once; changing `replay:` needs a restart.
     private let replayStore = Mutex<ReplayStore?>(nil)
     private var keyProvider: KeySetProvider?
+    /// Key sets of `app_check.trusted_issuers`, in configuration order.
+    private var trustedProviders: [KeySetProvider] = []
     /// The addresses the public listeners are bound to, in config order (port 0 resolved).
     public private(set) var listenAddresses: [SocketAddress] = []
     /// The addresses the TLS listeners are bound to.
@@ -55,7 +57,6 @@ public final class GatewayServer: @unchecked Sendable {
             if issuer.apps.contains(where: { $0.deviceCheck != nil }) { names.append("issuer.apps[].device_check") }
             if !issuer.customTokenIssuers.isEmpty { names.append("issuer.custom_token_issuers") }
         }
-        if !settings.appCheck.trustedIssuers.isEmpty { names.append("app_check.trusted_issuers") }
         guard !names.isEmpty else { return nil }
         return "\(names.joined(separator: " and ")) \(names.count == 1 ? "is" : "are") validated by check-config but not served by this version yet; remove \(names.count == 1 ? "it" : "them") to serve"
     }
@@ -142,6 +143,7 @@ public final class GatewayServer: @unchecked Sendable {
         }
         if settings.routes.contains(where: \.replayProtection) { try attachReplayStore(settings.replay, running: false) }
         attachKeySet(settings.appCheck.jwks)
+        attachTrustedIssuers(settings.appCheck)
         for loop in loops {
             exited.enter()
             loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
@@ -213,6 +215,8 @@ public final class GatewayServer: @unchecked Sendable {
         for loop in loops { loop.stop() }
         exited.wait()
         keyProvider?.stop()
+        for p in trustedProviders { p.stop() }
+        (issuer?.state as? RedisIssuerState)?.close()
         replayStore.withLock { $0?.close() }
         state.withLock { $0 = .stopped }
         logSink.info("stopped", [("dropped_connections", .int(left))])
@@ -257,6 +261,26 @@ public final class GatewayServer: @unchecked Sendable {
             t.sample("appcheck_jwks_keys", [], status.keyCount)
             t.family("appcheck_jwks_age_seconds", "gauge", "Seconds since the current key set was fetched.")
             t.sample("appcheck_jwks_age_seconds", [], status.ageSeconds ?? 0)
+        }
+    }
+
+    /// One key-set provider per `app_check.trusted_issuers` entry (docs/issuer.md), fetched and refreshed with
+    /// `app_check.jwks`'s timings (no cache file). They do not gate readiness: one unreachable deployment must not take
+    /// this one out of rotation; its tokens are refused (`unknown_kid`) until its set is fetched.
+    private func attachTrustedIssuers(_ appCheck: AppCheckSettings) {
+        let loops = workers.map { Unchecked($0) }
+        for (index, entry) in appCheck.trustedIssuers.enumerated() {
+            var jwks = appCheck.jwks
+            jwks.url = entry.jwksURL
+            jwks.cacheFile = ""
+            let provider = KeySetProvider(settings: jwks, log: logSink)
+            trustedProviders.append(provider)
+            provider.subscribe { snapshot in
+                let keys = LoopKeys(set: snapshot.set,
+                                    usableUntil: snapshot.fetchedAt.timeIntervalSince1970 + snapshot.lifetime + snapshot.maxStale)
+                for w in loops { w.value.loop.execute { w.value.setTrustedKeys(keys, index: index) } }
+            }
+            provider.start()
         }
     }
 

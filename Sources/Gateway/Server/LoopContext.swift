@@ -31,6 +31,9 @@ final class LoopContext {
     /// The gateway's own issuer's public keys (docs/issuer.md), a second key set beside Firebase's; nil without
     /// `issuer:`. Fixed at start.
     var ownKeys: JWKSet?
+    /// The key sets of `app_check.trusted_issuers` (another deployment's issuer), in configuration order, each with
+    /// the `iss` it vouches for; nil until first fetched. Replaced through `setTrustedKeys`.
+    private(set) var trustedKeys: [LoopKeys?] = []
     /// Requests the gateway answers itself (the issuer's API), matched before routes.
     var builtins: [BuiltinHandler] = []
     var replayClient: ReplayClient?
@@ -76,6 +79,12 @@ final class LoopContext {
     func setKeys(_ keys: LoopKeys) {
         self.keys = keys
         appCheck.keysChanged()
+    }
+
+    /// A new key set for trusted issuer `index`.
+    func setTrustedKeys(_ keys: LoopKeys, index: Int) {
+        if trustedKeys.count <= index { trustedKeys += Array(repeating: nil, count: index + 1 - trustedKeys.count) }
+        trustedKeys[index] = keys
     }
 
     /// Switches to a new configuration generation; requests in flight finish on the old one. Pools to an

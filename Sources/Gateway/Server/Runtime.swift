@@ -27,6 +27,8 @@ final class Runtime: Sendable {
     /// The rules for tokens of the gateway's own issuer (docs/issuer.md): `iss` its own, limited-use lifetimes up to
     /// its `limited_use_ttl`; nil without `issuer:`.
     let ownIssuerPolicy: AppCheckPolicy?
+    /// The rules for tokens of each `app_check.trusted_issuers` entry (its `iss`), in configuration order.
+    let trustedIssuerPolicies: [AppCheckPolicy]
     let outdatedClient: OutdatedClientMatcher?
 
     init(settings: Settings, generation: Int) throws {
@@ -38,6 +40,7 @@ final class Runtime: Sendable {
         headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
         bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)
         policy = settings.appCheckPolicy
+        trustedIssuerPolicies = settings.appCheck.trustedIssuers.map { settings.appCheckPolicy.withIssuer($0.iss) }
         ownIssuerPolicy = settings.issuer.map { issuer in
             settings.appCheckPolicy.withIssuer(issuer.tokenIssuer(projectNumber: settings.appCheck.projectNumber),
                                                limitedUseMaxTTL: max(settings.appCheckPolicy.limitedUseMaxTTL, issuer.limitedUseTTL))

@@ -53,6 +53,8 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// A new key set for this loop; requests waiting on an unknown `kid` verify again.
     func setKeys(_ keys: LoopKeys) { context.setKeys(keys) }
 
+    func setTrustedKeys(_ keys: LoopKeys, index: Int) { context.setTrustedKeys(keys, index: index) }
+
     var connectionCount: Int { clients.count }
 
     // MARK: listeners and connections
