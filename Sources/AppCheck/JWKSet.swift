@@ -87,6 +87,9 @@ public struct JWKSet: Sendable {
     public static let maxDocumentBytes = 1 << 20
 
     private let keysByKid: [String: RSAPublicKey]
+    /// P-256 keys (`kty` `EC`, `crv` `P-256`, `alg` absent or `ES256`), kept only when parsed with
+    /// `acceptES256` (custom-token backends, docs/issuer.md); never in a Firebase or trusted-issuer set.
+    private let es256ByKid: [String: ES256PublicKey]
 
     /// The kept keys' `kid`s, in document order.
     public let kids: [String]
@@ -104,6 +107,13 @@ public struct JWKSet: Sendable {
         return key
     }
 
+    /// The ES256 key for `kid` (exact UTF-8 match), or `nil`: only sets parsed with `acceptES256` hold any.
+    public func es256Key(for kid: String) -> ES256PublicKey? {
+        guard let key = es256ByKid[kid], let stored = kids.first(where: { $0 == kid }),
+              utf8Equal(stored, kid) else { return nil }
+        return key
+    }
+
     /// A set from already-checked keys (for tests and local issuers). Later duplicates are ignored.
     public init(keys: [(kid: String, key: RSAPublicKey)]) {
         var byKid: [String: RSAPublicKey] = [:]
@@ -113,12 +123,15 @@ public struct JWKSet: Sendable {
             kids.append(kid)
         }
         self.keysByKid = byKid
+        self.es256ByKid = [:]
         self.kids = kids
         self.skipped = []
     }
 
-    private init(keysByKid: [String: RSAPublicKey], kids: [String], skipped: [SkippedKey]) {
+    private init(keysByKid: [String: RSAPublicKey], es256ByKid: [String: ES256PublicKey], kids: [String],
+                 skipped: [SkippedKey]) {
         self.keysByKid = keysByKid
+        self.es256ByKid = es256ByKid
         self.kids = kids
         self.skipped = skipped
     }
@@ -126,8 +139,9 @@ public struct JWKSet: Sendable {
     /// Parses a JWKS document `{"keys":[…]}` with `StrictJSON` (duplicate JSON keys are an error).
     ///
     /// Throws when the document is not usable at all, including when no entry is usable: an empty set must
-    /// never replace a good one.
-    public static func parse(_ json: [UInt8]) throws(ParseError) -> JWKSet {
+    /// never replace a good one. `acceptES256` also keeps P-256 keys (`kty` `EC`, `crv` `P-256`, `x`/`y` of 32
+    /// bytes, `alg` absent or `ES256`): for custom-token backends only.
+    public static func parse(_ json: [UInt8], acceptES256: Bool = false) throws(ParseError) -> JWKSet {
         let document: JSONValue
         do throws(StrictJSON.ParseError) {
             document = try StrictJSON.parse(json, maxBytes: maxDocumentBytes)
@@ -136,13 +150,13 @@ public struct JWKSet: Sendable {
         }
         guard let entries = document.member("keys")?.arrayValue else { throw .missingKeysArray }
 
-        var candidates: [(index: Int, kid: String, key: RSAPublicKey)] = []
+        var candidates: [(index: Int, kid: String, key: Key)] = []
         var skipped: [SkippedKey] = []
         var kidCounts: [String: Int] = [:]
         for (index, entry) in entries.enumerated() {
             let kid = entry.member("kid")?.stringValue
             if let kid, !kid.isEmpty { kidCounts[kid, default: 0] += 1 }
-            switch check(entry) {
+            switch check(entry, acceptES256: acceptES256) {
             case .success(let key):
                 // check() fails with .missingKid unless kid is a non-empty string.
                 candidates.append((index, kid ?? "", key))
@@ -152,23 +166,35 @@ public struct JWKSet: Sendable {
         }
 
         var byKid: [String: RSAPublicKey] = [:]
+        var es256ByKid: [String: ES256PublicKey] = [:]
         var kids: [String] = []
         for candidate in candidates {
             if kidCounts[candidate.kid, default: 0] > 1 {
                 skipped.append(SkippedKey(index: candidate.index, kid: candidate.kid, reason: .duplicateKid))
             } else {
-                byKid[candidate.kid] = candidate.key
+                switch candidate.key {
+                case .rsa(let key): byKid[candidate.kid] = key
+                case .es256(let key): es256ByKid[candidate.kid] = key
+                }
                 kids.append(candidate.kid)
             }
         }
         skipped.sort { $0.index < $1.index }
         if kids.isEmpty { throw .noUsableKeys(skipped) }
-        return JWKSet(keysByKid: byKid, kids: kids, skipped: skipped)
+        return JWKSet(keysByKid: byKid, es256ByKid: es256ByKid, kids: kids, skipped: skipped)
     }
 
-    private static func check(_ entry: JSONValue) -> Result<RSAPublicKey, SkipReason> {
+    private enum Key {
+        case rsa(RSAPublicKey)
+        case es256(ES256PublicKey)
+    }
+
+    private static func check(_ entry: JSONValue, acceptES256: Bool) -> Result<Key, SkipReason> {
         guard case .object = entry else { return .failure(.notAnObject) }
         guard let kid = entry.member("kid")?.stringValue, !kid.isEmpty else { return .failure(.missingKid) }
+        if acceptES256, let kty = entry.member("kty"), kty.stringEquals("EC") {
+            return checkES256(entry).map { .es256($0) }
+        }
         guard let kty = entry.member("kty"), kty.stringEquals("RSA") else {
             return .failure(.unsupportedKeyType(entry.member("kty")?.stringValue))
         }
@@ -190,9 +216,32 @@ public struct JWKSet: Sendable {
         let bits = significant.first.map { significant.count * 8 - $0.leadingZeroBitCount } ?? 0
         guard bits >= minimumBits, bits <= maximumBits else { return .failure(.unsupportedKeySize(bits)) }
         do throws(RSAKeyError) {
-            return .success(try RSAPublicKey(modulus: n, exponent: e))
+            return .success(.rsa(try RSAPublicKey(modulus: n, exponent: e)))
         } catch {
             return .failure(.invalidKeyMaterial(error.description))
+        }
+    }
+
+    /// An `EC` entry of a custom-token backend: `crv` `P-256`, `alg` absent or `ES256`, `use`/`key_ops` as for RSA.
+    private static func checkES256(_ entry: JSONValue) -> Result<ES256PublicKey, SkipReason> {
+        guard let crv = entry.member("crv"), crv.stringEquals("P-256") else {
+            return .failure(.invalidKeyMaterial("crv \(entry.member("crv")?.stringValue ?? "missing") is not P-256"))
+        }
+        if let use = entry.member("use"), !use.stringEquals("sig") { return .failure(.wrongUse(use.stringValue)) }
+        if let alg = entry.member("alg"), !alg.stringEquals("ES256") { return .failure(.wrongAlgorithm(alg.stringValue)) }
+        if let ops = entry.member("key_ops") {
+            guard let list = ops.arrayValue, list.contains(where: { $0.stringEquals("verify") }) else {
+                return .failure(.wrongKeyOperations)
+            }
+        }
+        guard let xText = entry.member("x")?.stringValue, let x = Base64URL.decode(xText),
+              let yText = entry.member("y")?.stringValue, let y = Base64URL.decode(yText) else {
+            return .failure(.invalidKeyMaterial("x or y missing or not strict base64url"))
+        }
+        do throws(ES256KeyError) {
+            return .success(try ES256PublicKey(x: x, y: y))
+        } catch {
+            return .failure(.invalidKeyMaterial("\(error)"))
         }
     }
 

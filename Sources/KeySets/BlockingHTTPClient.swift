@@ -33,6 +33,23 @@ struct BlockingHTTPClient: Sendable {
     func get(_ url: String) throws -> FetchedResponse {
         let parsed = try FetchURL(url)
         if parsed.scheme == "file" { return try readFile(parsed.target) }
+        return try send(parsed, head: "GET \(parsed.target) HTTP/1.1\r\nHost: \(parsed.hostHeader)\r\n"
+            + "User-Agent: appcheck-gateway\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+            body: [], method: "GET", anyStatus: false)
+    }
+
+    /// `POST`s `body` to an `http://` or `https://` URL and returns the final response whatever its status.
+    /// `headers` must not contain CR or LF (the caller builds them). Throws `FetchError` only.
+    func post(_ url: String, headers: [(String, String)], body: [UInt8]) throws -> FetchedResponse {
+        let parsed = try FetchURL(url)
+        guard parsed.scheme != "file" else { throw FetchError.unsupportedScheme("file") }
+        var head = "POST \(parsed.target) HTTP/1.1\r\nHost: \(parsed.hostHeader)\r\nUser-Agent: appcheck-gateway\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        head += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        return try send(parsed, head: head, body: body, method: "POST", anyStatus: true)
+    }
+
+    private func send(_ parsed: FetchURL, head: String, body: [UInt8], method: String, anyStatus: Bool) throws -> FetchedResponse {
         let deadline = Deadline(seconds: timeout)
         let addresses: [SocketAddress]
         do {
@@ -45,10 +62,8 @@ struct BlockingHTTPClient: Sendable {
         let stream = BlockingStream(fd: fd, deadline: deadline)
         defer { stream.close() }
         if parsed.scheme == "https" { try stream.startTLS(host: parsed.host, caFile: caFile) }
-        let request = "GET \(parsed.target) HTTP/1.1\r\nHost: \(parsed.hostHeader)\r\nUser-Agent: appcheck-gateway\r\n"
-            + "Accept: application/json\r\nConnection: close\r\n\r\n"
-        try stream.write(Array(request.utf8))
-        return try readResponse(stream)
+        try stream.write(Array(head.utf8) + body)
+        return try readResponse(stream, method: method, anyStatus: anyStatus)
     }
 
     private func readFile(_ path: String) throws -> FetchedResponse {
@@ -105,7 +120,7 @@ struct BlockingHTTPClient: Sendable {
         throw lastError
     }
 
-    private func readResponse(_ stream: BlockingStream) throws -> FetchedResponse {
+    private func readResponse(_ stream: BlockingStream, method: String, anyStatus: Bool) throws -> FetchedResponse {
         var pending: [UInt8] = []
         var parser = HTTPResponseHeadParser()
         var eof = false
@@ -127,13 +142,13 @@ struct BlockingHTTPClient: Sendable {
             if eof { throw FetchError.malformedResponse("connection closed before the response head was complete") }
             eof = try stream.read(appendingTo: &pending) == 0
         }
-        guard head.status == 200 else { throw FetchError.status(head.status) }
+        guard head.status == 200 || anyStatus else { throw FetchError.status(head.status) }
         var fields: [(name: String, value: String)] = []
         for i in 0..<head.headers.count { fields.append((head.headers.name(at: i), head.headers.value(at: i))) }
         let headers = ResponseHeaders(fields: fields)
 
         var body: [UInt8] = []
-        switch head.framing(requestMethod: "GET") {
+        switch head.framing(requestMethod: method) {
         case .none:
             break
         case .contentLength(let length):
@@ -315,5 +330,36 @@ private final class BlockingStream {
             parts.append(String(decoding: buf.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return parts.joined(separator: "; ")
+    }
+}
+
+/// One `POST` over a blocking socket with a total deadline, for the issuer's calls to Apple's DeviceCheck API
+/// (docs/issuer.md). Blocks the calling thread: run it on a worker thread, never an event loop. `https://` is
+/// verified against the system CA store and the URL's host, as for key sets.
+public struct BlockingPost: Sendable {
+    /// A call that got no complete HTTP answer (the text says why: resolve, connect, TLS, timeout, I/O).
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    private let client: BlockingHTTPClient
+
+    /// - Parameters:
+    ///   - timeout: seconds for the whole call (connect, TLS, request, response).
+    ///   - maxBodyBytes: largest response body read.
+    public init(timeout: Double, maxBodyBytes: Int = 64 * 1024, caFile: String? = nil) {
+        client = BlockingHTTPClient(timeout: timeout, maxBodyBytes: maxBodyBytes, caFile: caFile)
+    }
+
+    /// The final status and body, whatever the status.
+    public func post(_ url: String, headers: [(String, String)], body: [UInt8]) throws(Failure) -> (status: Int, body: [UInt8]) {
+        do {
+            let response = try client.post(url, headers: headers, body: body)
+            return (response.status, response.body)
+        } catch let error as FetchError {
+            throw Failure(description: error.description)
+        } catch {
+            throw Failure(description: "\(error)")
+        }
     }
 }

@@ -49,6 +49,8 @@ public final class KeySetProvider: @unchecked Sendable {
     private let clock: @Sendable () -> Date
     private let retry: RetryPolicy
     private let cacheFile: KeySetCacheFile?
+    /// Keeps P-256 (ES256) keys too: for custom-token backends (docs/issuer.md), never Firebase's set.
+    private let acceptES256: Bool
 
     private let state = Mutex(State())
     /// Serialises delivery to subscribers, so a subscriber never receives an older snapshot after a newer one.
@@ -65,15 +67,19 @@ public final class KeySetProvider: @unchecked Sendable {
     /// - Parameters:
     ///   - caFile: PEM CA bundle for an `https://` URL; `nil` = the system store.
     ///   - timeout: seconds for one whole fetch (connect, TLS, request, response). Default 10.
-    public convenience init(settings: JWKSSettings, log: LogSink, caFile: String? = nil, timeout: Double = 10) {
+    ///   - acceptES256: keep P-256 keys beside RSA ones (custom-token backends only).
+    public convenience init(settings: JWKSSettings, log: LogSink, caFile: String? = nil, timeout: Double = 10,
+                            acceptES256: Bool = false) {
         let client = BlockingHTTPClient(timeout: timeout, maxBodyBytes: JWKSet.maxDocumentBytes, caFile: caFile)
-        self.init(settings: settings, log: log, fetcher: { try client.get($0) })
+        self.init(settings: settings, log: log, fetcher: { try client.get($0) }, acceptES256: acceptES256)
     }
 
     /// The testable form: the fetch function, clock and retry delays are injected.
     init(settings: JWKSSettings, log: LogSink, fetcher: @escaping @Sendable (String) throws -> FetchedResponse,
-         clock: @escaping @Sendable () -> Date = { Date() }, retry: RetryPolicy = RetryPolicy()) {
+         clock: @escaping @Sendable () -> Date = { Date() }, retry: RetryPolicy = RetryPolicy(),
+         acceptES256: Bool = false) {
         self.settings = settings
+        self.acceptES256 = acceptES256
         self.log = log
         self.fetcher = fetcher
         self.clock = clock
@@ -223,7 +229,7 @@ public final class KeySetProvider: @unchecked Sendable {
         let set: JWKSet
         do {
             response = try fetcher(url)
-            set = try JWKSet.parse(response.body)
+            set = try JWKSet.parse(response.body, acceptES256: acceptES256)
         } catch {
             let text = (error as? FetchError)?.description ?? (error as? JWKSet.ParseError)?.description ?? "\(error)"
             state.withLock { $0.failures += 1; $0.lastError = text }
@@ -295,7 +301,7 @@ public final class KeySetProvider: @unchecked Sendable {
                 log.info("jwks cache file absent", fields)
                 return
             }
-            let set = try JWKSet.parse(bytes)
+            let set = try JWKSet.parse(bytes, acceptES256: acceptES256)
             let snapshot = KeySetSnapshot(set: set, fetchedAt: modified, lifetime: 0, maxStale: settings.maxStale,
                                           source: .cacheFile)
             let now = clock()

@@ -152,4 +152,31 @@ import Testing
         #expect(set.key(for: "b")?.modulus == b.modulus)
         #expect(text.hasPrefix(#"{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"a\"quote","n":""#))
     }
+
+    /// Custom-token backends may publish P-256 keys (docs/issuer.md); Firebase's and trusted issuers' sets never keep them.
+    @Test func p256KeysOnlyWhenAsked() throws {
+        let key = try ES256PrivateKey.generate()
+        let point = try #require(key.publicKey.derRepresentation).suffix(64)
+        let x = Base64URL.encode(Array(point.prefix(32))), y = Base64URL.encode(Array(point.suffix(32)))
+        let rsa = JWKSet.document(for: [(kid: "r", key: try RSAPrivateKey.generate(bits: 2048).publicKey)])
+        func document(_ ec: String) -> [UInt8] { Array(rsa.replacingOccurrences(of: "[{", with: "[\(ec),{").utf8) }
+        let ec = #"{"kty":"EC","crv":"P-256","kid":"e","x":"\#(x)","y":"\#(y)"}"#
+
+        let firebase = try JWKSet.parse(document(ec))
+        #expect(firebase.kids == ["r"] && firebase.es256Key(for: "e") == nil)
+        #expect(firebase.skipped.map(\.reason) == [.unsupportedKeyType("EC")])
+
+        let custom = try JWKSet.parse(document(ec), acceptES256: true)
+        #expect(custom.kids == ["e", "r"])
+        #expect(custom.es256Key(for: "e") != nil && custom.key(for: "e") == nil && custom.key(for: "r") != nil)
+        let message = Array("signed".utf8)
+        #expect(try custom.es256Key(for: "e")?.verifyES256(signingInput: message, signature: key.signES256(message)) == true)
+
+        let p384 = try JWKSet.parse(document(ec.replacingOccurrences(of: "P-256", with: "P-384")), acceptES256: true)
+        #expect(p384.kids == ["r"] && p384.skipped.count == 1)
+        let wrongAlg = try JWKSet.parse(document(ec.replacingOccurrences(of: #""kid""#, with: #""alg":"RS256","kid""#)), acceptES256: true)
+        #expect(wrongAlg.skipped.map(\.reason) == [.wrongAlgorithm("RS256")])
+        let shortX = try JWKSet.parse(document(ec.replacingOccurrences(of: x, with: Base64URL.encode([1, 2, 3]))), acceptES256: true)
+        #expect(shortX.kids == ["r"])
+    }
 }

@@ -61,7 +61,8 @@ extension ConfigDecoder {
         if let v = f.value("apps"), let items = list(v, "issuer.apps") {
             var seen: [String: ConfigPosition] = [:]
             for (i, item) in items.enumerated() {
-                guard let app = decodeIssuerApp(item, "issuer.apps[\(i)]", projectNumber: projectNumber) else { continue }
+                guard let app = decodeIssuerApp(item, "issuer.apps[\(i)]", projectNumber: projectNumber,
+                                                customTokens: f.value("custom_token_issuers") != nil) else { continue }
                 if let first = seen[app.appId] {
                     error(item, "issuer.apps[\(i)]: app_id '\(app.appId)' is already listed at line \(first.line)")
                     continue
@@ -167,7 +168,7 @@ extension ConfigDecoder {
         return state
     }
 
-    private func decodeIssuerApp(_ node: Node, _ context: String, projectNumber: String) -> IssuerAppSettings? {
+    private func decodeIssuerApp(_ node: Node, _ context: String, projectNumber: String, customTokens: Bool) -> IssuerAppSettings? {
         guard let f = fields(node, context, known: [
             "app_id", "team_id", "bundle_id", "app_attest", "device_check", "debug_secrets", "session_ttl", "limited_use_ttl",
         ]) else { return nil }
@@ -222,9 +223,9 @@ extension ConfigDecoder {
         if let v = f.value("limited_use_ttl"), let d = duration(v, "\(context).limited_use_ttl", in: Self.limitedUseTTLRange) {
             app.limitedUseTTL = d
         }
-        if appId != nil, app.methods.isEmpty, f.value("app_attest") == nil, f.value("device_check") == nil,
+        if appId != nil, !customTokens, app.methods.isEmpty, f.value("app_attest") == nil, f.value("device_check") == nil,
            f.value("debug_secrets") == nil {
-            error(f.position, "\(context) enables no method: add app_attest, device_check or debug_secrets")
+            error(f.position, "\(context) enables no method: add app_attest, device_check, debug_secrets or custom_token_issuers")
         }
         return appId == nil ? nil : app
     }

@@ -34,6 +34,12 @@ public struct IssuerSettings: Sendable {
     /// `iss` of the tokens this issuer mints for `projectNumber`.
     public func tokenIssuer(projectNumber: String) -> String { "\(issuerURL)/\(projectNumber)" }
 
+    /// The exchange methods `app` can use: those its own section enables, and `exchangeCustomToken` when
+    /// `custom_token_issuers` is set (a custom token names its app).
+    public func methods(for app: IssuerAppSettings) -> [String] {
+        app.methods + (customTokenIssuers.isEmpty ? [] : ["exchangeCustomToken"])
+    }
+
     /// The app with this App ID, if configured.
     public func app(_ appId: String) -> IssuerAppSettings? { apps.first { $0.appId == appId } }
 }

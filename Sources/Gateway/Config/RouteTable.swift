@@ -35,7 +35,6 @@ public func describeRoutes(_ settings: Settings) -> String {
     }
     lines += alignedRows(rows).map { "  " + $0 }
     if let issuer = settings.issuer { lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber) }
-    if let problem = GatewayServer.unservedSections(settings) { lines.append("note: \(problem)") }
     return lines.joined(separator: "\n") + "\n"
 }
 
@@ -52,7 +51,7 @@ private func describeIssuer(_ issuer: IssuerSettings, projectNumber: String) -> 
     ]
     var rows = [["APP ID", "METHODS"]]
     for app in issuer.apps {
-        var methods = app.methods
+        var methods = issuer.methods(for: app)
         if let attest = app.appAttest {
             methods = methods.map { $0 == "exchangeAppAttestAttestation" ? "\($0) (\(attest.environments.map(\.rawValue).joined(separator: "+")))" : $0 }
         }

@@ -11,12 +11,15 @@ public struct IssuerError: Error, Sendable, Equatable {
     public let message: String
     /// The failing rule, for logs and tests (`challenge_unknown`, `nonce_mismatch`, `body_not_json`, …).
     public let rule: String
+    /// More for the log line only (Apple's reason text for a refused device token); empty when there is none.
+    public var detail: String = ""
 
-    public init(code: Int, status: String, message: String, rule: String) {
+    public init(code: Int, status: String, message: String, rule: String, detail: String = "") {
         self.code = code
         self.status = status
         self.message = message
         self.rule = rule
+        self.detail = detail
     }
 
     /// 400: bad JSON, base64 or field.
@@ -25,8 +28,9 @@ public struct IssuerError: Error, Sendable, Equatable {
     }
 
     /// 403: the evidence was refused. The message is the same for every rule.
-    public static func permissionDenied(_ rule: String) -> IssuerError {
-        IssuerError(code: 403, status: "PERMISSION_DENIED", message: "The attestation evidence was refused.", rule: rule)
+    public static func permissionDenied(_ rule: String, detail: String = "") -> IssuerError {
+        IssuerError(code: 403, status: "PERMISSION_DENIED", message: "The attestation evidence was refused.", rule: rule,
+                    detail: detail)
     }
 
     /// 404: unknown app or method.
@@ -43,8 +47,9 @@ public struct IssuerError: Error, Sendable, Equatable {
                                                 message: "Too many exchanges; retry later.", rule: "rate_limited")
 
     /// 503: the state store or Apple could not answer; nothing was minted.
-    public static func unavailable(_ rule: String) -> IssuerError {
-        IssuerError(code: 503, status: "UNAVAILABLE", message: "The service is unavailable; retry later.", rule: rule)
+    public static func unavailable(_ rule: String, detail: String = "") -> IssuerError {
+        IssuerError(code: 503, status: "UNAVAILABLE", message: "The service is unavailable; retry later.", rule: rule,
+                    detail: detail)
     }
 
     /// The label of `appcheck_issuer_exchanges_total{result}` for this refusal.

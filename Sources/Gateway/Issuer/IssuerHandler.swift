@@ -54,8 +54,9 @@ final class IssuerHandler: BuiltinHandler {
         var headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
         if outcome.headers.contains(where: { $0.0.lowercased() == "cache-control" }) { headers.removeLast() }
         headers += outcome.headers
-        return BuiltinResponse(status: outcome.status, headers: headers, body: outcome.body,
-                               logFields: [("app_id", outcome.appId), ("method", outcome.method),
-                                           ("result", outcome.result), ("rule", outcome.rule)])
+        var fields = [("app_id", outcome.appId), ("method", outcome.method), ("result", outcome.result),
+                      ("rule", outcome.rule)]
+        if !outcome.detail.isEmpty { fields.append(("detail", outcome.detail)) }
+        return BuiltinResponse(status: outcome.status, headers: headers, body: outcome.body, logFields: fields)
     }
 }

@@ -1,7 +1,9 @@
 import AppAttest
 import AppCheck
-import ReplayStores
 import Foundation
+import JSONLog
+import KeySets
+import ReplayStores
 
 /// What an issuer call produced: the response to send and the fields of its one log line.
 public struct IssuerOutcome: Sendable {
@@ -15,10 +17,12 @@ public struct IssuerOutcome: Sendable {
     public var method: String
     public var result: String
     public var rule: String
+    /// More for the log line (Apple's reason for a refused device token); empty when there is none.
+    public var detail: String = ""
 
     static func failure(_ error: IssuerError, appId: String, method: String) -> IssuerOutcome {
         IssuerOutcome(status: error.code, body: error.body, appId: appId, method: method, result: error.metricResult,
-                      rule: error.rule)
+                      rule: error.rule, detail: error.detail)
     }
 }
 
@@ -36,11 +40,27 @@ public final class IssuerService: Sendable {
     private let debugSecrets: [String: DebugSecrets]
     /// One App Attest verifier per app with `app_attest`, trusting Apple's root or the app's `root_ca_file`.
     private let verifiers: [String: AppAttestVerifier]
+    /// One DeviceCheck client per app with `device_check`.
+    private let deviceCheck: [String: DeviceCheckClient]
+    /// The backends of `custom_token_issuers`.
+    private let customIssuers: CustomTokenIssuers
+    private let log: LogSink?
 
-    /// Throws when an app's `root_ca_file` cannot be read or holds no certificate.
+    /// How long a device token is remembered as exchanged.
+    static let deviceTokenMemory = 24.0 * 3600
+    /// Largest device token accepted, in decoded bytes (Apple's are about 2–3 KB).
+    static let maxDeviceTokenBytes = 16 * 1024
+
+    /// Throws when an app's `root_ca_file` or `.p8` key cannot be read.
+    /// - Parameters:
+    ///   - jwks: the timings custom-token key sets are fetched with (`app_check.jwks`; its URL is not used).
+    ///   - clockSkew: allowance on custom tokens' `iat` and `exp` (`app_check.clock_skew`).
     public init(settings: IssuerSettings, projectNumber: String, projectId: String?, keys: IssuerKeys,
-                state: IssuerState, clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws {
+                state: IssuerState, jwks: JWKSSettings = JWKSSettings(), clockSkew: Double = 10,
+                log: LogSink? = nil,
+                clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws {
         self.settings = settings
+        self.log = log
         self.projectNumber = projectNumber
         self.projectId = projectId
         self.keys = keys
@@ -55,6 +75,26 @@ public final class IssuerService: Sendable {
             verifiers[app.appId] = try AppAttestVerifier(rootCertificatePEM: pem)
         }
         self.verifiers = verifiers
+        var deviceCheck: [String: DeviceCheckClient] = [:]
+        for app in settings.apps {
+            guard let dc = app.deviceCheck, let teamId = app.teamId else { continue }
+            deviceCheck[app.appId] = try DeviceCheckClient(settings: dc, teamId: teamId)
+        }
+        self.deviceCheck = deviceCheck
+        customIssuers = CustomTokenIssuers(settings.customTokenIssuers, jwks: jwks, clockSkew: clockSkew,
+                                           log: log ?? LogSink(level: .error))
+    }
+
+    /// Starts fetching the custom-token backends' key sets.
+    public func start() { customIssuers.start() }
+
+    /// Stops the key-set threads.
+    public func stop() { customIssuers.stop() }
+
+    /// Whether `app` may call `method`: the methods its section enables, and `exchangeCustomToken` for every app
+    /// when `custom_token_issuers` is set.
+    func allows(_ method: IssuerMethod, for app: IssuerAppSettings) -> Bool {
+        settings.methods(for: app).contains(method.rawValue)
     }
 
     /// `iss` of the tokens minted here.
@@ -87,7 +127,7 @@ public final class IssuerService: Sendable {
             throw .notFound("unknown_project", "No such project.")
         }
         guard let app = settings.app(appId) else { throw .notFound("unknown_app", "No such app.") }
-        guard app.methods.contains(method.rawValue) else { throw .notFound("method_not_enabled", "No such method for this app.") }
+        guard allows(method, for: app) else { throw .notFound("method_not_enabled", "No such method for this app.") }
         // Cheap refusals come before anything that costs CPU or a store round trip (docs/issuer.md limits).
         guard body.count <= IssuerJSON.maxBodyBytes else { throw .bodyTooLarge }
         guard limiter.admit(now: clock()) else { throw .rateLimited }
@@ -105,10 +145,54 @@ public final class IssuerService: Sendable {
             return try await attestation(app, json)
         case .exchangeAppAttestAssertion:
             return try await assertion(app, json)
-        case .exchangeDeviceCheckToken, .exchangeCustomToken:
-            // DeviceCheck and custom tokens come with their own issue; no app can enable them yet.
-            throw .notFound("method_not_available", "No such method for this app.")
+        case .exchangeDeviceCheckToken:
+            return try await deviceCheckToken(app, json)
+        case .exchangeCustomToken:
+            let token = try json.string("custom_token")
+            let limitedUse = try json.limitedUse()
+            let now = clock()
+            let rememberUntil = try customIssuers.verify(token, appId: app.appId, audience: settings.issuerURL, now: now)
+            try await consumeOnce(AppCheckVerifier.tokenHash(token), until: rememberUntil, now: now,
+                                  reused: "custom_token_reused")
+            return try mintOutcome(app, method: method, limitedUse: limitedUse)
         }
+    }
+
+    /// `exchangeDeviceCheckToken` (docs/issuer.md): Apple is asked first; only a token Apple calls valid is recorded
+    /// (its SHA-256, for 24 h), and only the first exchange that records it mints. A token Apple refused, or that
+    /// could not be checked, stays unrecorded so a retry after Apple's outage can succeed.
+    private func deviceCheckToken(_ app: IssuerAppSettings, _ json: IssuerJSON) async throws(IssuerError) -> IssuerOutcome {
+        let token = try json.bytes("device_token", maxBytes: Self.maxDeviceTokenBytes)
+        let limitedUse = try json.limitedUse()
+        guard let client = deviceCheck[app.appId] else { throw .notFound("method_not_enabled", "No such method for this app.") }
+        switch await client.validate(deviceToken: token, now: clock()) {
+        case .valid:
+            break
+        case .refused(let reason):
+            throw .permissionDenied("devicecheck_refused", detail: reason)
+        case let .keyRefused(status, reason):
+            log?.error("DeviceCheck refused the configured key: check issuer.apps[].device_check key_id and private_key, "
+                      + "the app's team_id, and that the key has DeviceCheck enabled",
+                      [("app_id", .string(app.appId)), ("key_id", .string(client.keyId)),
+                       ("apple_status", .int(status)), ("apple_reason", .string(reason))])
+            throw .unavailable("devicecheck_key_refused", detail: "HTTP \(status): \(reason)")
+        case .unavailable(let why):
+            throw .unavailable("devicecheck_unavailable", detail: why)
+        }
+        let now = clock()
+        try await consumeOnce(AppCheckVerifier.tokenHash(token), until: now + Self.deviceTokenMemory, now: now,
+                              reused: "device_token_reused")
+        return try mintOutcome(app, method: .exchangeDeviceCheckToken, limitedUse: limitedUse)
+    }
+
+    /// Records a one-time input; refuses with `reused` when it was already recorded.
+    private func consumeOnce(_ digest: [UInt8], until expiresAt: Double, now: Double,
+                             reused: String) async throws(IssuerError) {
+        let first: Bool
+        do { first = try await state.consumeOnce(digest, expiresAt: expiresAt, now: now) } catch {
+            throw .unavailable("state_unavailable")
+        }
+        guard first else { throw .permissionDenied(reused) }
     }
 
     /// `generateAppAttestChallenge`: 32 random bytes, single use, bound to the app, `challenge_ttl`.

@@ -1,4 +1,5 @@
 import JSONLog
+import KeySets
 import ReplayStores
 
 /// Why the issuer could not start (a key file changed since `check-config`, the state store cannot be opened).
@@ -11,7 +12,8 @@ public struct IssuerStartError: Error, CustomStringConvertible, Sendable {
 extension IssuerService {
     /// The service a server runs, from validated settings: signing keys read from their files, state opened
     /// as `issuer.state` says.
-    static func start(settings: IssuerSettings, projectNumber: String, projectId: String?, logSink: LogSink) throws -> IssuerService {
+    static func start(settings: IssuerSettings, projectNumber: String, projectId: String?, jwks: JWKSSettings,
+                      clockSkew: Double, logSink: LogSink) throws -> IssuerService {
         let keys = try IssuerKeys.load(paths: settings.signingKeyPaths)
         let state: IssuerState
         switch settings.state.store {
@@ -28,7 +30,9 @@ extension IssuerService {
                 throw IssuerStartError("\(error)")
             }
         }
-        return try IssuerService(settings: settings, projectNumber: projectNumber, projectId: projectId, keys: keys,
-                                 state: state)
+        let service = try IssuerService(settings: settings, projectNumber: projectNumber, projectId: projectId, keys: keys,
+                                        state: state, jwks: jwks, clockSkew: clockSkew, log: logSink)
+        service.start()
+        return service
     }
 }

@@ -49,18 +49,6 @@ public final class GatewayServer: @unchecked Sendable {
 
     public var settings: Settings { currentSettings.withLock { $0 } }
 
-    /// Sections `check-config` validates but this version does not serve yet: `serve` refuses to start with them
-    /// rather than run without what the file asks for (docs/configuration.md, "not yet served").
-    public static func unservedSections(_ settings: Settings) -> String? {
-        var names: [String] = []
-        if let issuer = settings.issuer {
-            if issuer.apps.contains(where: { $0.deviceCheck != nil }) { names.append("issuer.apps[].device_check") }
-            if !issuer.customTokenIssuers.isEmpty { names.append("issuer.custom_token_issuers") }
-        }
-        guard !names.isEmpty else { return nil }
-        return "\(names.joined(separator: " and ")) \(names.count == 1 ? "is" : "are") validated by check-config but not served by this version yet; remove \(names.count == 1 ? "it" : "them") to serve"
-    }
-
     /// Replaces the wall clock every loop's request path reads (token `iat`/`exp`, the token cache, key-set
     /// staleness); returns once every loop uses it. For tests, which move time instead of sleeping.
     func setWallClock(_ source: @escaping @Sendable () -> Double) {
@@ -79,11 +67,11 @@ public final class GatewayServer: @unchecked Sendable {
     public func start() throws {
         CSystemShims_ignore_sigpipe()
         let settings = self.settings
-        if let problem = Self.unservedSections(settings) { throw SocketError(problem, errno: 0) }
         let runtime = try Runtime(settings: settings, generation: 0)
         if let issuerSettings = settings.issuer {
             let service = try IssuerService.start(settings: issuerSettings, projectNumber: settings.appCheck.projectNumber,
-                                                  projectId: settings.appCheck.projectId, logSink: logSink)
+                                                  projectId: settings.appCheck.projectId, jwks: settings.appCheck.jwks,
+                                                  clockSkew: settings.appCheck.clockSkew, logSink: logSink)
             issuer = service
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
@@ -216,6 +204,7 @@ public final class GatewayServer: @unchecked Sendable {
         exited.wait()
         keyProvider?.stop()
         for p in trustedProviders { p.stop() }
+        issuer?.stop()
         (issuer?.state as? RedisIssuerState)?.close()
         replayStore.withLock { $0?.close() }
         state.withLock { $0 = .stopped }

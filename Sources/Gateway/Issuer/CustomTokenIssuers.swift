@@ -1,0 +1,102 @@
+import AppCheck
+import Foundation
+import JSONLog
+import KeySets
+
+/// The backends `exchangeCustomToken` trusts (`issuer.custom_token_issuers`, docs/issuer.md): one key-set provider per
+/// entry, fetched and refreshed with `app_check.jwks`'s timings like Firebase's set (`file://` allowed, no cache file),
+/// holding RS256 and ES256 (P-256) keys.
+///
+/// A custom token passes when, in this order (the first failure is the rule in the log line):
+/// 1. it is a compact JWS of at most `maxTokenBytes` with JSON header and payload (else 400 `custom_token_malformed`);
+/// 2. `alg` is `RS256` or `ES256` and `kid` a string (else `custom_token_algorithm`);
+/// 3. `iss` names an entry (else `custom_token_issuer_unknown`), whose keys are fetched (else 503
+///    `custom_token_jwks_unavailable`) and hold `kid` for that algorithm (else `custom_token_unknown_kid`, and an early
+///    refetch is asked for);
+/// 4. the signature verifies (else `custom_token_bad_signature`);
+/// 5. `aud` is the issuer's URL, or an array holding it (else `custom_token_wrong_audience`);
+/// 6. `app_id`, or `sub` when it has none, is the app of the URL (else `custom_token_wrong_app`);
+/// 7. `iat` and `exp` are numbers (else `custom_token_malformed`), `exp - iat` at most 300 s (else
+///    `custom_token_lifetime_too_long`), `now < exp + clock_skew` (else `custom_token_expired`), `iat <= now +
+///    clock_skew` (else `custom_token_issued_in_future`).
+/// The service then records the token's SHA-256 until `exp + clock_skew`, so it is exchanged once.
+final class CustomTokenIssuers: Sendable {
+    /// Largest custom token accepted, in bytes.
+    static let maxTokenBytes = 8 * 1024
+    /// Largest `exp - iat`, in seconds.
+    static let maxLifetime = 300.0
+
+    private struct Entry: Sendable {
+        let iss: String
+        let provider: KeySetProvider
+    }
+
+    private let entries: [Entry]
+    private let clockSkew: Double
+
+    init(_ settings: [CustomTokenIssuerSettings], jwks: JWKSSettings, clockSkew: Double, log: LogSink) {
+        entries = settings.map { entry in
+            var timings = jwks
+            timings.url = entry.jwksURL
+            timings.cacheFile = ""
+            return Entry(iss: entry.iss, provider: KeySetProvider(settings: timings, log: log, acceptES256: true))
+        }
+        self.clockSkew = clockSkew
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    /// Starts fetching every entry's key set (each on its own thread).
+    func start() { for entry in entries { entry.provider.start() } }
+
+    func stop() { for entry in entries { entry.provider.stop() } }
+
+    /// Checks `token` for `appId` at `now`; returns the time until which it must be remembered as used.
+    func verify(_ token: String, appId: String, audience: String, now: Double) throws(IssuerError) -> Double {
+        let bytes = Array(token.utf8)
+        guard bytes.count <= Self.maxTokenBytes else { throw malformed }
+        let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
+              let signature = Base64URL.decode(parts[2]),
+              let header = try? StrictJSON.parse(headerBytes, maxBytes: Self.maxTokenBytes),
+              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: Self.maxTokenBytes),
+              case .object = header, case .object = payload else { throw malformed }
+        let signingInput = bytes[..<(parts[0].count + 1 + parts[1].count)]
+
+        guard let alg = header.member("alg")?.stringValue, alg == "RS256" || alg == "ES256",
+              let kid = header.member("kid")?.stringValue else {
+            throw .permissionDenied("custom_token_algorithm")
+        }
+        guard let iss = payload.member("iss")?.stringValue,
+              let entry = entries.first(where: { $0.iss.utf8.elementsEqual(iss.utf8) }) else {
+            throw .permissionDenied("custom_token_issuer_unknown")
+        }
+        guard let snapshot = entry.provider.current, snapshot.usable(at: Date(timeIntervalSince1970: now)) else {
+            throw .unavailable("custom_token_jwks_unavailable")
+        }
+        let verified: Bool
+        if alg == "RS256", let key = snapshot.set.key(for: kid) {
+            verified = key.verifyRS256(signingInput: signingInput, signature: signature)
+        } else if alg == "ES256", let key = snapshot.set.es256Key(for: kid) {
+            verified = key.verifyES256(signingInput: signingInput, signature: signature)
+        } else {
+            entry.provider.unknownKid(kid)
+            throw .permissionDenied("custom_token_unknown_kid")
+        }
+        guard verified else { throw .permissionDenied("custom_token_bad_signature") }
+
+        let aud = payload.member("aud")
+        guard aud?.stringEquals(audience) == true || aud?.arrayValue?.contains(where: { $0.stringEquals(audience) }) == true else {
+            throw .permissionDenied("custom_token_wrong_audience")
+        }
+        let app = payload.member("app_id") ?? payload.member("sub")
+        guard app?.stringEquals(appId) == true else { throw .permissionDenied("custom_token_wrong_app") }
+        guard let iat = payload.member("iat")?.numberValue, let exp = payload.member("exp")?.numberValue else { throw malformed }
+        guard exp - iat <= Self.maxLifetime else { throw .permissionDenied("custom_token_lifetime_too_long") }
+        guard now < exp + clockSkew else { throw .permissionDenied("custom_token_expired") }
+        guard iat <= now + clockSkew else { throw .permissionDenied("custom_token_issued_in_future") }
+        return exp + clockSkew
+    }
+
+    private var malformed: IssuerError { .invalidArgument("custom_token_malformed", "The custom token is malformed.") }
+}
