@@ -4,10 +4,10 @@
 
 SWIFT ?= swift
 BUILD_PACKAGES := libssl-dev libnghttp2-dev libsqlite3-dev pkg-config
-TEST_PACKAGES  := curl openssl nghttp2-client redis-server sqlite3 python3-venv chromium prometheus
+TEST_PACKAGES  := curl openssl nghttp2-client redis-server sqlite3 python3-venv chromium prometheus nodejs
 BENCH_PACKAGES := wrk nginx-light nghttp2-client valgrind redis-server openssl
 
-.PHONY: demo test conformance fuzz-smoke container-test build release bench deps-build deps-test deps-bench clean
+.PHONY: demo test conformance examples fuzz-smoke container-test build release bench deps-build deps-test deps-bench clean
 
 deps-build:
 	@.ci/ensure-packages $(BUILD_PACKAGES)
@@ -31,6 +31,7 @@ test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory conformance
+	$(MAKE) --no-print-directory examples
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # Every token of a 370+-token corpus through firebase-admin's app_check.verify_token (from PyPI, in a
@@ -38,6 +39,12 @@ test: deps-test
 conformance: build
 	@.ci/ensure-packages python3-venv
 	Tests/conformance/run.sh
+
+# The custom-token examples of docs/issuer.md (Python with PyJWT from PyPI, Node without packages) minting tokens
+# that a running gateway exchanges once. See Tests/examples/custom-token.sh.
+examples: build
+	@.ci/ensure-packages python3-venv nodejs
+	Tests/examples/custom-token.sh
 
 # Every libFuzzer target in Fuzz/ for FUZZ_SECONDS (default 15) each; fails on any crash, leak or timeout.
 # Long runs by hand: Fuzz/run.sh TARGET [SECONDS]. See Fuzz/README.md.

@@ -131,3 +131,24 @@ import Testing
         guard case .noAddress = pool.acquire(isUsable: { _ in true }) else { Issue.record("expected noAddress"); return }
     }
 }
+
+/// The issuer's dashboard windows (docs/dashboard.md): an hour by minute, a day and a week by clock hour, with a
+/// manual clock.
+@Suite struct IssuerRecentCountsTests {
+    @Test func windowsForgetWhatFellOut() {
+        var recent = IssuerMetrics.Recent()
+        let start = 1_800_000_000.0 - 1_800_000_000.0.truncatingRemainder(dividingBy: 3600)   // on an hour
+        recent.add(at: start)
+        recent.add(at: start + 59 * 60)
+        #expect(recent.windows(at: start + 59 * 60) == (2, 2, 2))
+        #expect(recent.windows(at: start + 60 * 60) == (1, 2, 2))   // the first minute left the hour
+        recent.add(at: start + 30 * 3600)
+        #expect(recent.windows(at: start + 30 * 3600) == (1, 1, 3))  // the first hour left the day
+        #expect(recent.windows(at: start + 168 * 3600) == (0, 0, 1)) // only hour 30 is within the week
+        #expect(recent.windows(at: start + 200 * 3600) == (0, 0, 0))
+        // A lap later the same bucket is reused, not added to.
+        recent.add(at: start + 168 * 3600 + 30 * 3600)
+        #expect(recent.windows(at: start + 198 * 3600) == (1, 1, 1))
+        #expect(recent.total == 4)
+    }
+}

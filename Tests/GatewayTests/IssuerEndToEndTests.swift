@@ -259,6 +259,17 @@ import TestSupport
             #expect(metrics.contains(line), "missing \(line)")
         }
 
+        // The dashboard's issuer block carries the same counts per window.
+        let dashboard = try RawHTTPClient.roundTrip(port: rig.gateway.adminPort, "GET /dashboard.json HTTP/1.1\r\nHost: a\r\n\r\n")
+        let block = try #require((try JSONSerialization.jsonObject(with: Data(dashboard.body)) as? [String: Any])?["issuer"] as? [String: Any])
+        #expect(block["configured"] as? Bool == true && block["status"] as? String == "ok")
+        let exchanges = try #require(block["exchanges"] as? [[String: Any]])
+        let debugMinted = exchanges.first { $0["method"] as? String == "exchangeDebugToken" && $0["result"] as? String == "minted" }
+        #expect(debugMinted?["app_id"] as? String == app)
+        #expect(debugMinted?["hour"] as? Int == 1 && debugMinted?["day"] as? Int == 1 && debugMinted?["week"] as? Int == 1)
+        let challenges = exchanges.first { $0["method"] as? String == "generateAppAttestChallenge" }
+        #expect(challenges?["hour"] as? Int == 2, "\(exchanges)")
+
         // Each call has its access-log line (route `issuer`) and the issuer's own line, tied by request_id.
         let access = rig.gateway.logLines().filter { $0.contains(#""route":"issuer""#) }
         #expect(access.count == 7, "\(access)")

@@ -12,6 +12,7 @@ struct DashboardReport {
     var now: Double
     var keySet: KeySetStatus?
     var replay: DashboardService.ReplayInfo?
+    var issuer: IssuerMetrics?
     var historyFile: String
     var lastWrite: (at: Double?, error: String?)
 
@@ -64,7 +65,7 @@ struct DashboardReport {
             "routes": routes,
             "key_set": keySetBlock(),
             "replay_store": replayBlock(),
-            "issuer": Self.issuerBlock(),
+            "issuer": issuerBlock(),
             "history": [
                 "bytes": history.storageBytes,
                 "bound_bytes": DashboardHistory.boundBytes,
@@ -157,11 +158,13 @@ struct DashboardReport {
         ]
     }
 
-    /// The issuer (docs/issuer.md) does not exist yet in this build. Once it does, `exchanges` lists one entry per
-    /// (app_id, method, result) with counts per window, e.g.
-    /// `{"app_id": "1:…:ios:…", "method": "exchangeAppAttestAssertion", "result": "minted", "hour": 3, "day": 40, "week": 301}`
-    /// (`result`: `minted` or the refusal category, as in `appcheck_issuer_exchanges_total`).
-    static func issuerBlock() -> [String: Any] {
-        ["status": "not configured", "configured": false, "exchanges": [] as [Any]]
+    /// The issuer (docs/issuer.md): one entry per (app_id, method, result) seen since start, with its counts over the
+    /// last hour (by minute), day and week (by clock hour) and since start, e.g.
+    /// `{"app_id": "1:…:ios:…", "method": "exchangeAppAttestAssertion", "result": "minted", "hour": 3, "day": 40,
+    /// "week": 301, "total": 301}` (`result`: `minted` or the refusal category, as in
+    /// `appcheck_issuer_exchanges_total`). Kept in memory: a restart starts it again.
+    func issuerBlock() -> [String: Any] {
+        guard let issuer else { return ["status": "not configured", "configured": false, "exchanges": [] as [Any]] }
+        return ["status": "ok", "configured": true, "exchanges": issuer.exchanges(at: now)]
     }
 }

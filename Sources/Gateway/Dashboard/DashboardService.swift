@@ -27,6 +27,8 @@ final class DashboardService: @unchecked Sendable {
     private let lastWrite = Mutex<(at: Double?, error: String?)>((nil, nil))
     let keySetStatus = Mutex<(@Sendable () -> KeySetStatus)?>(nil)
     let replayInfo = Mutex<ReplayInfo?>(nil)
+    /// The issuer's counters, when `issuer:` is configured.
+    let issuerMetrics = Mutex<IssuerMetrics?>(nil)
 
     /// Reads `historyFile` when set; a missing file is a first start, a bad one an ops log line and an empty
     /// history.
@@ -121,7 +123,7 @@ final class DashboardService: @unchecked Sendable {
         let write = lastWrite.withLock { $0 }
         return DashboardReport(history: snapshot, settings: settings, now: now,
                                keySet: keySetStatus.withLock { $0 }?(), replay: replayInfo.withLock { $0 },
-                               historyFile: historyFile, lastWrite: write).json()
+                               issuer: issuerMetrics.withLock { $0 }, historyFile: historyFile, lastWrite: write).json()
     }
 
     /// A copy of the history (tests).

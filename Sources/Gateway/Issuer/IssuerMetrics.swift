@@ -1,8 +1,10 @@
+import Foundation
 import Synchronization
 
-/// `appcheck_issuer_exchanges_total{app_id,method,result}` (docs/issuer.md), process-wide. Labels are bounded:
-/// an `app_id` that is not configured and a method name that does not exist are counted as `""` and `unknown`,
-/// so a client cannot grow the series without limit.
+/// `appcheck_issuer_exchanges_total{app_id,method,result}` (docs/issuer.md), process-wide, and the same counts per
+/// dashboard window (last hour by minute, last day and week by whole clock hour) for `/dashboard.json`'s `issuer`
+/// block. Labels are bounded: an `app_id` that is not configured and a method name that does not exist are counted
+/// as `""` and `unknown`, so a client cannot grow the series without limit.
 final class IssuerMetrics: Sendable {
     struct Key: Hashable, Sendable {
         var appId: String
@@ -10,23 +12,67 @@ final class IssuerMetrics: Sendable {
         var result: String
     }
 
-    private let counts = Mutex<[Key: Int]>([:])
+    /// Recent counts of one key: 60 one-minute buckets and 168 one-hour buckets, each stamped with its minute or
+    /// hour since the epoch so a bucket from an older lap reads as empty (1.8 KB per key).
+    struct Recent: Sendable {
+        var total = 0
+        var minutes = [Int](repeating: 0, count: 60)
+        var minuteStamps = [Int](repeating: -1, count: 60)
+        var hours = [Int](repeating: 0, count: 168)
+        var hourStamps = [Int](repeating: -1, count: 168)
 
-    func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings) {
+        mutating func add(at now: Double) {
+            total += 1
+            let minute = Int((now / 60).rounded(.down)), hour = Int((now / 3600).rounded(.down))
+            let m = minute % 60, h = hour % 168
+            if minuteStamps[m] != minute { minuteStamps[m] = minute; minutes[m] = 0 }
+            if hourStamps[h] != hour { hourStamps[h] = hour; hours[h] = 0 }
+            minutes[m] += 1
+            hours[h] += 1
+        }
+
+        /// Counts over the last hour (by minute), day and week (by clock hour, the current one included).
+        func windows(at now: Double) -> (hour: Int, day: Int, week: Int) {
+            let minute = Int((now / 60).rounded(.down)), hour = Int((now / 3600).rounded(.down))
+            var lastHour = 0, day = 0, week = 0
+            for i in 0..<60 where minuteStamps[i] > minute - 60 && minuteStamps[i] <= minute { lastHour += minutes[i] }
+            for i in 0..<168 where hourStamps[i] > hour - 168 && hourStamps[i] <= hour {
+                week += hours[i]
+                if hourStamps[i] > hour - 24 { day += hours[i] }
+            }
+            return (lastHour, day, week)
+        }
+    }
+
+    private let counts = Mutex<[Key: Recent]>([:])
+
+    func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, now: Double = Date().timeIntervalSince1970) {
         let appId = configuredApps.app(outcome.appId) == nil ? "" : outcome.appId
         let known = outcome.method == "jwks" || IssuerMethod(rawValue: outcome.method) != nil
         let key = Key(appId: appId, method: known ? outcome.method : "unknown", result: outcome.result)
-        counts.withLock { $0[key, default: 0] += 1 }
+        counts.withLock { $0[key, default: Recent()].add(at: now) }
+    }
+
+    private func sortedSnapshot() -> [(Key, Recent)] {
+        counts.withLock { $0 }.sorted { ($0.key.appId, $0.key.method, $0.key.result) < ($1.key.appId, $1.key.method, $1.key.result) }
     }
 
     /// Adds the family to a scrape.
     func render(_ t: inout MetricsText) {
-        let snapshot = counts.withLock { $0 }
         t.family("appcheck_issuer_exchanges_total", "counter",
                  "Issuer calls by app, method and result (minted, challenge, jwks, or the refusal category).")
-        for key in snapshot.keys.sorted(by: { ($0.appId, $0.method, $0.result) < ($1.appId, $1.method, $1.result) }) {
+        for (key, recent) in sortedSnapshot() {
             t.sample("appcheck_issuer_exchanges_total", [("app_id", key.appId), ("method", key.method), ("result", key.result)],
-                     snapshot[key] ?? 0)
+                     recent.total)
+        }
+    }
+
+    /// The dashboard's `exchanges`: one entry per (app_id, method, result) seen, with its counts per window.
+    func exchanges(at now: Double) -> [[String: Any]] {
+        sortedSnapshot().map { key, recent in
+            let w = recent.windows(at: now)
+            return ["app_id": key.appId, "method": key.method, "result": key.result,
+                    "hour": w.hour, "day": w.day, "week": w.week, "total": recent.total]
         }
     }
 }

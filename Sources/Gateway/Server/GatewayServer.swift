@@ -75,6 +75,7 @@ public final class GatewayServer: @unchecked Sendable {
             issuer = service
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
+            dashboard.issuerMetrics.withLock { $0 = metrics }
         }
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {
