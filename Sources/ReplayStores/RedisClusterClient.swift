@@ -15,11 +15,15 @@ import EventLoop
 ///   `maxRedirects` redirections per command, then it fails. `TRYAGAIN` (a multi-key command while its slot
 ///   migrates; it did not run) is retried after 10 ms and 20 ms, then fails. `CLUSTERDOWN` and commands with
 ///   no answer fail at once (never retried: a command that may have run is not sent twice).
+/// - Before the first map has loaded (the seconds after start), commands wait for it, up to `timeout` and at most
+///   `maxWaitingForMap` of them; then they fail as if the cluster were down. Nothing is sent before the map is known.
 /// - Up (readiness) when the map covers all 16,384 slots and every master connection is ready.
 final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, RedisLifecycle {
     static let maxRedirects = 2
     static let maxTryAgains = 2
     static let refreshInterval = 5.0
+    /// Commands held while the first slot map loads.
+    static let maxWaitingForMap = 10_000
 
     let loop: EventLoop
     let seeds: [(RedisEndpoint.Node, [SocketAddress])]
@@ -37,6 +41,9 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
     private var closed = false
     private var refreshTimer: LoopTimer?
     private var lastProblem: String?
+    /// Commands that arrived before the first map, with their deadlines (loop time), oldest first.
+    private var waitingForMap: [(args: [[UInt8]], routingKey: [UInt8], deadline: UInt64, completion: (RedisReply) -> Void)] = []
+    private var waitTimer: LoopTimer?
 
     init(loop: EventLoop, seeds: [(RedisEndpoint.Node, [SocketAddress])], settings: RedisConnectionSettings) {
         self.loop = loop
@@ -58,6 +65,10 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
         guard !closed else { return }
         closed = true
         if let refreshTimer { loop.cancel(refreshTimer) }
+        if let waitTimer { loop.cancel(waitTimer) }
+        let waiting = waitingForMap
+        waitingForMap.removeAll()
+        for w in waiting { w.completion(.failure("closed")) }
         let all = connections.values
         connections.removeAll()
         for c in all { c.shutdown() }
@@ -91,6 +102,20 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
 
     func execute(_ args: [[UInt8]], routingKey: [UInt8], completion: @escaping (RedisReply) -> Void) {
         guard !closed else { return completion(.failure("closed")) }
+        if !mapLoaded {
+            guard waitingForMap.count < Self.maxWaitingForMap else {
+                return completion(.failure("cluster: slot map not loaded"))
+            }
+            let deadline = loop.now + .nanoseconds(settings.timeout)
+            waitingForMap.append((args, routingKey, deadline, completion))
+            if waitTimer == nil {
+                let t = LoopTimer { [weak self] in self?.expireWaiting() }
+                waitTimer = t
+                loop.schedule(t, at: deadline)
+            }
+            refresh()
+            return
+        }
         let slot = RedisClusterSlot.slot(of: routingKey)
         let owner = Int(slotOwner[slot])
         guard owner >= 0, owner < masters.count, let c = connection(to: masters[owner]) else {
@@ -229,6 +254,30 @@ final class RedisClusterClient: RedisCommandExecutor, RedisConnectionOwner, Redi
         for node in nodes { _ = connection(to: node) }
         if first { observer?.redisNodeReady(restarted: false) }
         updateStatus()
+        if first { releaseWaiting() }
+    }
+
+    /// The first map is known: the commands that waited for it go out in arrival order.
+    private func releaseWaiting() {
+        if let waitTimer { loop.cancel(waitTimer) }
+        waitTimer = nil
+        let waiting = waitingForMap
+        waitingForMap.removeAll()
+        for w in waiting { execute(w.args, routingKey: w.routingKey, completion: w.completion) }
+    }
+
+    /// Fails the commands whose wait for the first map has run out; re-arms for the next deadline.
+    private func expireWaiting() {
+        let now = loop.now
+        let expired = waitingForMap.prefix { $0.deadline <= now }
+        waitingForMap.removeFirst(expired.count)
+        let why = "cluster slot map not loaded: " + (seeds.lazy.compactMap { self.connections[$0.0]?.lastError }.first ?? lastProblem ?? "no seed answered yet")
+        for w in expired { w.completion(.failure(why)) }
+        if let next = waitingForMap.first, let t = waitTimer {
+            loop.schedule(t, at: next.deadline)
+        } else {
+            waitTimer = nil
+        }
     }
 
     // MARK: status

@@ -151,3 +151,56 @@ extension AttestedKey {
         return k
     }
 }
+
+/// Issuer state on a real 3-master `redis-server --cluster-enabled yes` (docs/issuer.md "State"): the same rules,
+/// two instances on one cluster never both win, an entity's keys share one hash tag (its slot), and a master that
+/// is gone fails closed (an error, never a "yes") until it is back.
+@Suite(.serialized) struct IssuerStateClusterTests {
+    @Test func clusterKeepsTheRulesAcrossInstancesAndFailsClosed() async throws {
+        let cluster = try RedisClusterProcess()
+        defer { cluster.stop() }
+        let log = LogSink(fd: 2, level: .error)
+        let a = try RedisIssuerState(url: cluster.url, keyPrefix: "appcheck:issuer:", timeout: 2, logSink: log)
+        let b = try RedisIssuerState(url: cluster.url, keyPrefix: "appcheck:issuer:", timeout: 2, logSink: log)
+        defer { a.close(); b.close() }
+        try await IssuerStateTests.exercise(a)
+
+        // Many keys, spread over the masters: each inserted once, and 20 racing assertions per key win once.
+        let keys = (10..<40).map { IssuerStateTests.key(UInt8($0)) }
+        for k in keys {
+            #expect(try await a.insertKey(k) == true)
+            #expect(try await b.insertKey(k) == false)
+        }
+        let wins = await withTaskGroup(of: Bool.self) { group in
+            for k in keys {
+                for i in 0..<20 {
+                    let store = i % 2 == 0 ? a : b
+                    group.addTask { (try? await store.advanceCounter(k.keyId, appId: IssuerStateTests.app, to: 1)) ?? false }
+                }
+            }
+            var count = 0
+            for await won in group where won { count += 1 }
+            return count
+        }
+        #expect(wins == keys.count, "one win per key, \(keys.count) keys")
+        let owners = try Set(cluster.nodes.map { try $0.cli(["DBSIZE"]) })
+        #expect(owners.count > 1 || !owners.contains("0"), "the keys spread over the masters")
+
+        // One master gone: operations on its slots throw (503 at the API), none answers "yes".
+        let victim = cluster.nodes[2]
+        victim.stop()
+        var failures = 0, wrongYes = 0
+        for k in keys {
+            do {
+                if try await a.advanceCounter(k.keyId, appId: IssuerStateTests.app, to: 2) {
+                    // Keys on the live masters still advance, once.
+                    if try await b.advanceCounter(k.keyId, appId: IssuerStateTests.app, to: 2) { wrongYes += 1 }
+                }
+            } catch {
+                failures += 1
+            }
+        }
+        #expect(failures > 0, "some keys live on the stopped master")
+        #expect(wrongYes == 0)
+    }
+}
