@@ -23,7 +23,7 @@ public final class DemoIPhone: @unchecked Sendable {
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
-        init(_ description: String) { self.description = description }
+        public init(_ description: String) { self.description = description }
     }
 
     /// Attests the device's key; returns the session token of the answer.
@@ -61,7 +61,7 @@ public final class DemoIPhone: @unchecked Sendable {
     }
 
     /// One `POST` over plain HTTP/1.1 to 127.0.0.1 (`Connection: close`), 10 s at most; the JSON answer of a 200.
-    static func post(port: UInt16, path: String, body: String) throws -> JSONValue {
+    public static func post(port: UInt16, path: String, body: String) throws -> JSONValue {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
