@@ -77,7 +77,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         timeouts = ClientTimeouts(limits: .init(header: runtime.headerTimeoutNS, body: runtime.bodyTimeoutNS,
                                                 idle: runtime.idleTimeoutNS),
                                   now: context.loop.now, tls: tls)
-        timer = LoopTimer { [weak self] in self?.timerFired() }
+        // Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
+        // connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
+        // `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
+        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     // MARK: events
@@ -519,6 +522,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// Schedules the timer for `timeouts.deadline` (it only moves earlier here: a timer that fires early
     /// re-schedules itself).
     private func syncTimer() {
+        guard phase != .closed else { return }
         let at = timeouts.deadline
         if at == 0 {
             if timer.isArmed { context.loop.cancel(timer) }

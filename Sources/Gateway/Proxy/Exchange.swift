@@ -56,6 +56,9 @@ final class Exchange: UpstreamOwner {
     unowned(unsafe) let context: LoopContext
     private var head: HTTPRequestHead?
     private var target: RequestTarget?
+    /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
+    /// the exchange waits for its App Check answer).
+    private var routes: Runtime?
     private var upstream: UpstreamConnection?
     /// The upstream request head (only body-less requests other than POST and PATCH), kept for the one retry.
     private var retainedRequest: [UInt8]?
@@ -129,25 +132,27 @@ final class Exchange: UpstreamOwner {
             self.target = target
             useRoute(routeIndex)
             if case .chunked = head.framing { chunkedUpstream = true }
-            let route = context.runtime.routes[routeIndex]
-            // Strong: the step answers at once on the fast path, or after a bounded wait (key-set refetch, replay
-            // store); a weak capture would give every exchange a side table. A cancelled exchange ignores the answer.
-            context.appCheck.evaluate(head: head, route: route) { decision in
+            // The route is read in place from the runtime the exchange holds (copying `RouteSettings` retains each of
+            // its fields). Strong capture: the step answers at once on the fast path, or after a bounded wait
+            // (key-set refetch, replay store); a weak capture would give every exchange a side table. A cancelled
+            // exchange ignores the answer.
+            context.appCheck.evaluate(head: head, route: routes!.routes[routeIndex]) { decision in
                 guard self.stage == .admitting, !self.finished else { return }
-                self.admitted(decision, route: route)
+                self.admitted(decision)
             }
         }
     }
 
     private func useRoute(_ index: Int) {
-        let route = context.runtime.routes[index]
+        let runtime = context.runtime
+        routes = runtime
         routeIndex = index
-        routeName = route.name
-        mode = route.enforcement.rawValue
-        maxBodyBytes = route.maxBodyBytes
+        routeName = runtime.routes[index].name
+        mode = runtime.routes[index].enforcement.rawValue
+        maxBodyBytes = runtime.routes[index].maxBodyBytes
     }
 
-    private func admitted(_ decision: AppCheckDecision, route: RouteSettings) {
+    private func admitted(_ decision: AppCheckDecision) {
         appCheck = decision.outcome
         appCheckRan = true
         if let rejection = decision.rejection {
@@ -156,15 +161,16 @@ final class Exchange: UpstreamOwner {
             return
         }
         guard let responder, responder.checkBufferedBody(exchange: self), !finished else { return }
-        forward(route: route)
+        forward()
     }
 
-    private func forward(route: RouteSettings) {
-        guard let head, let target, let responder else { return }
-        let pool = context.pool(for: route.upstreamIndex)
+    private func forward() {
+        guard let head, let target, let responder, let routes, routeIndex >= 0 else { return }
+        let pool = context.pool(for: routes.routes[routeIndex].upstreamIndex)
         self.pool = pool
         guard let requestHead = RequestHeadWriter.write(
-            head: head, target: target, route: route, upstream: pool.settings, requestId: requestId, appCheck: appCheck,
+            head: head, target: target, route: routes.routes[routeIndex], upstream: pool.settings, requestId: requestId,
+            appCheck: appCheck,
             peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme) else {
             respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
             return

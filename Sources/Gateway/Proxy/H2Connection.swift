@@ -42,7 +42,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         self.transport = transport
         let limits = H2Limits(parserLimits: context.runtime.parserLimits)
         session = H2ServerSession(limits: limits, delegate: self)
-        timer = LoopTimer { [weak self] in self?.timerFired() }
+        // Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
+        // `close()` cancels the timer and `armIdle` never arms it once closed.
+        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake).
@@ -209,6 +211,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     }
 
     private func armIdle() {
+        guard !closed else { return }
         guard streams.isEmpty else { idleDeadline = 0; return }
         let at = context.loop.now + (sawRequest ? context.runtime.idleTimeoutNS : context.runtime.headerTimeoutNS)
         idleDeadline = at

@@ -51,7 +51,9 @@ final class UpstreamConnection: EventHandler {
         let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
-        timer = LoopTimer { [weak self] in self?.timerFired() }
+        // Unowned, not weak (no side table, so retains of the connection stay on the fast path): `close()` cancels
+        // the timer and nothing arms it once closed.
+        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     /// True when an idle connection can take a new request.
@@ -83,6 +85,7 @@ final class UpstreamConnection: EventHandler {
         inBuf.shrinkIfIdle(to: 4096)
         deadline = until
         deadlineKind = .reset
+        guard state != .closed else { return }
         pool.context.loop.schedule(timer, at: until)
     }
 
@@ -341,6 +344,7 @@ final class UpstreamConnection: EventHandler {
     // MARK: timers
 
     private func arm(_ kind: UpstreamFailure, after seconds: Double) {
+        guard state != .closed else { return }
         deadlineKind = kind
         let at = pool.context.loop.now + .nanoseconds(seconds)
         deadline = at
@@ -359,7 +363,7 @@ final class UpstreamConnection: EventHandler {
     private func timerFired() {
         guard state != .closed, deadline != 0 else { return }
         let now = pool.context.loop.now
-        if now < deadline { pool.context.loop.schedule(timer, at: deadline); return }
+        if now < deadline { pool.context.loop.schedule(timer, at: deadline); return }  // not closed (guarded above)
         if state == .idle {
             pool.remove(self)
             close()
