@@ -22,6 +22,7 @@ public final class SampleUpstream: @unchecked Sendable {
     public private(set) var address: SocketAddress
     private var listenFD: Int32 = -1
     private let counter = Atomic<Int>(0)
+    fileprivate let accepted = Atomic<Int>(0)
     private let received = Mutex<[String]>([])
     private let exited = DispatchGroup()
 
@@ -44,6 +45,8 @@ public final class SampleUpstream: @unchecked Sendable {
 
     /// Requests whose head was received.
     public var requestCount: Int { counter.load(ordering: .relaxed) }
+    /// Connections accepted so far.
+    public var connectionCount: Int { accepted.load(ordering: .relaxed) }
 
     /// The request heads received, as text, oldest first (for tests asserting forwarded headers).
     public var receivedHeads: [String] { received.withLock { $0 } }
@@ -68,6 +71,7 @@ private final class SampleAcceptor: EventHandler {
 
     func handleEvent(_ events: UInt32) {
         while let (c, _) = Socket.accept(fd) {
+            upstream.accepted.add(1, ordering: .relaxed)
             var stream: TLSStream?
             if let tls = upstream.tls {
                 guard let s = try? tls.makeStream(fd: c) else { Socket.close(c); continue }

@@ -65,6 +65,10 @@ public final class H2ServerSession {
     private var shutdown: ShutdownState = .none
     /// Monotonic clock in nanoseconds (replaceable by tests).
     var now: () -> UInt64 = H2ServerSession.monotonicNanoseconds
+    /// Asked each time the client resets a stream whose response was not complete, beside this connection's own
+    /// limits: nil to go on, or a reason to end the session with GOAWAY(ENHANCE_YOUR_CALM) (the server's budget
+    /// across connections, CVE-2023-44487 with reconnects).
+    public var clientResetHook: (() -> String?)?
 
     private enum ShutdownState { case none, noticeSent, finalSent }
     private static let shutdownPing: [UInt8] = Array("gwdrain!".utf8)
@@ -579,7 +583,10 @@ public final class H2ServerSession {
                 terminate(.enhanceYourCalm, reason: type == NGHTTP2_PING.rawValue ? "ping_flood" : "settings_flood")
             }
         case NGHTTP2_RST_STREAM.rawValue:
-            if let stream = streams[id], !stream.responseComplete { glitch("client_reset") }
+            if let stream = streams[id], !stream.responseComplete {
+                glitch("client_reset")
+                if closeReason == nil, let reason = clientResetHook?() { terminate(.enhanceYourCalm, reason: reason) }
+            }
         case NGHTTP2_GOAWAY.rawValue:
             delegate?.h2(self, didReceiveGoAway: H2ErrorCode(rawValue: frame.goaway.error_code),
                          lastStreamID: frame.goaway.last_stream_id)

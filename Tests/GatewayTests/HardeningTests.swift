@@ -301,4 +301,64 @@ import TestSupport
         #expect(open.hasSuffix(" 0"), "\(open)")
         #expect(closeWait == 0, "\(closeWait) gateway sockets in CLOSE-WAIT")
     }
+
+    /// Rapid Reset across reconnects (#3): each connection sends 300 GET streams each reset at once (below nghttp2's
+    /// per-connection limit) and goes away; the next connection does the same. No stream reset in the read that
+    /// brought it reaches the upstream, and the budget per client address ends a connection with
+    /// GOAWAY(ENHANCE_YOUR_CALM) before the tenth reconnect; a client that does not reset is still served.
+    @Test func rapidResetAcrossReconnectsDoesNoUpstreamWorkAndIsCutOff() throws {
+        let h = try GatewayHarness { GatewayHarness.config(upstream: $0, routes: Self.routes) }
+        defer { h.stop() }
+        var cutOff: Int?
+        for connection in 0..<10 {
+            let c = try RawHTTPClient(port: h.port)
+            var out = TLSAndHTTP2Tests.preface
+            for i in 0..<300 {
+                let id = UInt32(2 * i + 1)
+                out += TLSAndHTTP2Tests.frame(1, flags: 0x4 | 0x1, stream: id, TLSAndHTTP2Tests.getHeaders)
+                out += TLSAndHTTP2Tests.frame(3, stream: id, [0, 0, 0, 8])
+            }
+            try? c.send(out)
+            let frames = TLSAndHTTP2Tests.readFrames(c, timeout: 1)
+            if TLSAndHTTP2Tests.goAwayCode(frames) == 0xB {
+                cutOff = connection
+                break
+            }
+        }
+        #expect(cutOff != nil && cutOff! >= 3, "cut off at reconnect \(String(describing: cutOff)), want after ~1,000 resets")
+        #expect(h.upstream.requestCount == 0 && h.upstream.connectionCount == 0,
+                "streams reset in the read that opened them reached the upstream: \(h.upstream.connectionCount) connections")
+        let metrics = try RawHTTPClient.roundTrip(port: h.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText
+        #expect(metrics.contains(#"gateway_h2_connection_errors_total{reason="rapid_reset_address"} 1"#), "\(metrics.split(separator: "\n").filter { $0.contains("h2_connection_errors") })")
+
+        // A client from the same address that does not reset is served.
+        let c = try RawHTTPClient(port: h.port)
+        try c.send(TLSAndHTTP2Tests.preface + TLSAndHTTP2Tests.frame(1, flags: 0x4 | 0x1, stream: 1, TLSAndHTTP2Tests.getHeaders))
+        let frames = TLSAndHTTP2Tests.readFrames(c, timeout: 2)
+        #expect(frames.contains { $0.0 == 1 && $0.2 == 1 }, "a response HEADERS on stream 1: \(frames.map(\.0))")
+        #expect(h.upstream.requestCount == 1)
+    }
+
+    /// The budget's bookkeeping with a manual clock: per address, process-wide, refilled over time, bounded in size.
+    @Test func resetBudgetPerAddressAndGlobal() {
+        var limits = ClientResetBudget.Limits()
+        limits.perAddressBurst = 5
+        limits.perAddressPerSecond = 1
+        limits.globalBurst = 8
+        limits.globalPerSecond = 1
+        limits.maxAddresses = 2
+        let budget = ClientResetBudget(limits: limits, now: 0)
+        for _ in 0..<5 { #expect(budget.spend(address: "a", now: 0) == nil) }
+        #expect(budget.spend(address: "a", now: 0) == "rapid_reset_address")
+        #expect(budget.spend(address: "a", now: 1_000_000_000) == nil, "one token back after a second")
+        // 8 global tokens + 1 refilled after a second: a took 6 of them (its refused spend took none), b takes 3.
+        for _ in 0..<3 { #expect(budget.spend(address: "b", now: 1_000_000_000) == nil) }
+        #expect(budget.spend(address: "b", now: 1_000_000_000) == "rapid_reset_global")
+        // A third address finds no room (a and b still owe tokens) and is held to the global budget only.
+        #expect(budget.spend(address: "c", now: 1_000_000_000) == "rapid_reset_global")
+        #expect(budget.trackedAddresses == 2)
+        // Much later every bucket is full again: the table forgets them to make room.
+        #expect(budget.spend(address: "c", now: 100_000_000_000) == nil)
+        #expect(budget.trackedAddresses == 1)
+    }
 }

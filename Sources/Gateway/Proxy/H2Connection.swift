@@ -28,6 +28,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private var inReceive = false
     private var timer: LoopTimer!
     private var idleDeadline: UInt64 = 0
+    /// Body-less requests received in the current read, started only once every frame of that read is processed:
+    /// a stream the client resets in the same read (HEADERS + RST_STREAM, Rapid Reset) never reaches an upstream.
+    private var deferredStarts: [(streamID: Int32, head: HTTPRequestHead)] = []
     /// Until the first request arrives the connection gets `header_timeout`, not `idle_timeout`: an h2c or
     /// h2 client that sends its preface and nothing else holds a slot no longer than a silent HTTP/1.1 one.
     private var sawRequest = false
@@ -45,6 +48,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         // Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
         // `close()` cancels the timer and `armIdle` never arms it once closed.
         timer = LoopTimer { [unowned self] in self.timerFired() }
+        session.clientResetHook = { [unowned self] in
+            self.context.resetBudget?.spend(address: self.peerIP, now: self.context.loop.now)
+        }
     }
 
     /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake).
@@ -53,6 +59,17 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         if initial.count > 0 { feed(initial) }
         if !closed { readFromSocket() }
         if !closed { flush() }
+    }
+
+    /// Starts the body-less streams of the read just processed that are still open (not reset meanwhile).
+    private func startDeferred() {
+        guard !deferredStarts.isEmpty else { return }
+        let starts = deferredStarts
+        deferredStarts.removeAll(keepingCapacity: true)
+        for (id, head) in starts {
+            guard !closed else { return }
+            streams[id]?.begin(head, endStream: true)
+        }
     }
 
     var isActive: Bool { !streams.isEmpty }
@@ -67,6 +84,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     }
 
     private func readFromSocket() {
+        defer { if !closed { startDeferred() } else { deferredStarts.removeAll() } }
         while !closed {
             let result: IOResult
             switch transport {
@@ -136,7 +154,11 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         streams[streamID] = stream
         sawRequest = true
         armIdle()
-        stream.begin(head, endStream: endStream)
+        if endStream {
+            deferredStarts.append((streamID, head))
+        } else {
+            stream.begin(head, endStream: endStream)
+        }
     }
 
     func h2(_ session: H2ServerSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer) {

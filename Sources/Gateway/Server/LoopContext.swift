@@ -37,6 +37,8 @@ final class LoopContext {
     /// Requests the gateway answers itself (the issuer's API), matched before routes.
     var builtins: [BuiltinHandler] = []
     var replayClient: ReplayClient?
+    /// Client stream resets across connections and loops (set by the worker).
+    var resetBudget: ClientResetBudget?
     var metrics = LoopMetrics()
     /// Set when the server drains: responses say `Connection: close`.
     var draining = false

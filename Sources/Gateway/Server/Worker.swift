@@ -23,6 +23,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         self.shared = shared
         context = LoopContext(loop: loop, runtime: runtime, logSink: logSink)
         context.connections = self
+        context.resetBudget = shared.resetBudget
     }
 
     var loop: EventLoop { context.loop }
@@ -167,6 +168,8 @@ final class Worker: @unchecked Sendable, ConnectionTable {
 /// Server-wide counters shared by all loops (touched on accept and close only, never per request).
 final class SharedState: Sendable {
     let openConnections = Atomic<Int>(0)
+    /// Streams reset by clients, per address and in all (HTTP/2 Rapid Reset across reconnects).
+    let resetBudget = ClientResetBudget(now: CSystemShims_monotonic_ns())
 }
 
 import JSONLog
