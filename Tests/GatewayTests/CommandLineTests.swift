@@ -171,7 +171,8 @@ import Testing
         let six = try #require(banner.firstIndex { $0.hasPrefix("6. The gateway is an App Check provider too") }, "\(banner)")
         let sessionLine = try #require(banner[six...].first { $0.hasPrefix("curl -i -H 'X-Firebase-AppCheck: ") })
         let session = try #require(tokenIn(sessionLine))
-        #expect(try RawHTTPClient.roundTrip(port: port, "GET /api/orders HTTP/1.1\r\nHost: demo\r\nX-Firebase-AppCheck: \(session)\r\n\r\n").status == 200)
+        let attested = try RawHTTPClient.roundTrip(port: port, "GET /api/orders HTTP/1.1\r\nHost: demo\r\nX-Firebase-AppCheck: \(session)\r\n\r\n")
+        #expect(attested.status == 200, "\(attested.status) \(attested.bodyText)")
         let limitedLine = try #require(banner[six...].first { $0.hasPrefix("curl -i -X POST -H 'X-Firebase-AppCheck: ") })
         let limited = try #require(tokenIn(limitedLine))
         let redeem = "POST /api/redeem HTTP/1.1\r\nHost: demo\r\nContent-Length: 0\r\nX-Firebase-AppCheck: \(limited)\r\n\r\n"

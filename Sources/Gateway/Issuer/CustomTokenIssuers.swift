@@ -10,8 +10,8 @@ import KeySets
 /// A custom token passes when, in this order (the first failure is the rule in the log line):
 /// 1. it is a compact JWS of at most `maxTokenBytes` with JSON header and payload (else 400 `custom_token_malformed`);
 /// 2. `alg` is `RS256` or `ES256` and `kid` a string (else `custom_token_algorithm`);
-/// 3. `iss` names an entry (else `custom_token_issuer_unknown`), whose keys are fetched (else 503
-///    `custom_token_jwks_unavailable`) and hold `kid` for that algorithm (else `custom_token_unknown_kid`, and an early
+/// 3. `iss` names an entry (else `custom_token_issuer_unknown`), whose keys are fetched (right after start the
+///    exchange waits up to 3 s for the first fetch; else 503 `custom_token_jwks_unavailable`) and hold `kid` for that algorithm (else `custom_token_unknown_kid`, and an early
 ///    refetch is asked for);
 /// 4. the signature verifies (else `custom_token_bad_signature`);
 /// 5. `aud` is the issuer's URL, or an array holding it (else `custom_token_wrong_audience`);
@@ -51,8 +51,12 @@ final class CustomTokenIssuers: Sendable {
 
     func stop() { for entry in entries { entry.provider.stop() } }
 
-    /// Checks `token` for `appId` at `now`; returns the time until which it must be remembered as used.
-    func verify(_ token: String, appId: String, audience: String, now: Double) throws(IssuerError) -> Double {
+    /// How long an exchange waits for a backend's first key set (the seconds after start), polling.
+    static let firstFetchWait = 3.0
+
+    /// Checks `token` for `appId` at `now`; returns the time until which it must be remembered as used. Runs off
+    /// the event loops: right after start it may wait up to `firstFetchWait` for the backend's first key set.
+    func verify(_ token: String, appId: String, audience: String, now: Double) async throws(IssuerError) -> Double {
         let bytes = Array(token.utf8)
         guard bytes.count <= Self.maxTokenBytes else { throw malformed }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
@@ -70,6 +74,12 @@ final class CustomTokenIssuers: Sendable {
         guard let iss = payload.member("iss")?.stringValue,
               let entry = entries.first(where: { $0.iss.utf8.elementsEqual(iss.utf8) }) else {
             throw .permissionDenied("custom_token_issuer_unknown")
+        }
+        if entry.provider.current == nil {
+            let deadline = Date().addingTimeInterval(Self.firstFetchWait)
+            while entry.provider.current == nil, entry.provider.status.failedFetches == 0, Date() < deadline {
+                try? await Task.sleep(nanoseconds: 20_000_000)
+            }
         }
         guard let snapshot = entry.provider.current, snapshot.usable(at: Date(timeIntervalSince1970: now)) else {
             throw .unavailable("custom_token_jwks_unavailable")

@@ -151,7 +151,7 @@ public final class IssuerService: Sendable {
             let token = try json.string("custom_token")
             let limitedUse = try json.limitedUse()
             let now = clock()
-            let rememberUntil = try customIssuers.verify(token, appId: app.appId, audience: settings.issuerURL, now: now)
+            let rememberUntil = try await customIssuers.verify(token, appId: app.appId, audience: settings.issuerURL, now: now)
             try await consumeOnce(AppCheckVerifier.tokenHash(token), until: rememberUntil, now: now,
                                   reused: "custom_token_reused")
             return try mintOutcome(app, method: method, limitedUse: limitedUse)
