@@ -105,8 +105,9 @@ public final class RedisServerProcess: @unchecked Sendable {
         if let p = process { kill(p.processIdentifier, sig) }
     }
 
-    /// Runs `redis-cli` against this server; its trimmed output.
-    public func cli(_ args: [String], timeout: Double = 5) throws -> String {
+    /// Runs `redis-cli` against this server; its trimmed output. 15 s at most: with the whole suite running on two
+    /// cores, a cluster node in the middle of a slot migration has been seen to take over 5 s to answer.
+    public func cli(_ args: [String], timeout: Double = 15) throws -> String {
         var base = ["-h", "127.0.0.1", "-p", String(port)]
         if let tls { base += ["--tls", "--cacert", tls.ca] }
         let r = try BoundedCommand.run(Self.cliPath, base + cliArguments + ["--no-auth-warning"] + args, timeout: timeout)

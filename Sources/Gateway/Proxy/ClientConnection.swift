@@ -53,15 +53,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     var registered = false
 
     /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
-    enum Transport {
-        case plain
-        case tls(TLSStream)
-    }
-
     let transport: Transport
     private var handshaking = false
     /// `X-Forwarded-Proto` of this connection.
-    var scheme: String { if case .tls = transport { return "https" }; return "http" }
+    var scheme: String { transport.isTLS ? "https" : "http" }
     var peerTrusted: Bool { context.runtime.isTrusted(peer) }
 
     init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport = .plain) {
@@ -137,18 +132,12 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// Reads through the transport (TLS decrypts; a short result still means drained).
     @inline(__always)
     private func transportRead(max: Int) -> IOResult {
-        switch transport {
-        case .plain: return Socket.read(fd, into: inBuf, max: max)
-        case .tls(let stream): return stream.read(into: inBuf, max: max)
-        }
+        transport.read(fd, into: inBuf, max: max)
     }
 
     @inline(__always)
     private func transportWrite() -> IOResult {
-        switch transport {
-        case .plain: return Socket.write(fd, from: outBuf)
-        case .tls(let stream): return stream.write(from: outBuf)
-        }
+        transport.write(fd, from: outBuf)
     }
 
     private func readFromSocket() {

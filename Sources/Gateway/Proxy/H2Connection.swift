@@ -16,7 +16,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
     unowned(unsafe) let context: LoopContext
     let peer: SocketAddress
-    let transport: ClientConnection.Transport
+    let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
     private var session: H2ServerSession!
     private let inBuf = IOBuffer(capacity: 16 * 1024)
@@ -36,9 +36,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private var sawRequest = false
     var registered = false
 
-    var scheme: String { if case .tls = transport { return "https" }; return "http" }
+    var scheme: String { transport.isTLS ? "https" : "http" }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: ClientConnection.Transport) {
+    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport) {
         self.fd = fd
         self.peer = peer
         self.context = context
@@ -86,12 +86,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private func readFromSocket() {
         defer { if !closed { startDeferred() } else { deferredStarts.removeAll() } }
         while !closed {
-            let result: IOResult
-            switch transport {
-            case .plain: result = Socket.read(fd, into: inBuf, max: Self.readSize)
-            case .tls(let stream): result = stream.read(into: inBuf, max: Self.readSize)
-            }
-            switch result {
+            switch transport.read(fd, into: inBuf, max: Self.readSize) {
             case .processed(let n):
                 feed(inBuf.readable)
                 inBuf.clear()
@@ -128,12 +123,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
                 session.send(maxBytes: Self.highWater - outBuf.readableCount) { outBuf.append($0) }
             }
             if outBuf.isEmpty { break }
-            let result: IOResult
-            switch transport {
-            case .plain: result = Socket.write(fd, from: outBuf)
-            case .tls(let stream): result = stream.write(from: outBuf)
-            }
-            switch result {
+            switch transport.write(fd, from: outBuf) {
             case .processed:
                 if !outBuf.isEmpty { return }   // the socket is full: EPOLLOUT brings us back
             case .wouldBlock:

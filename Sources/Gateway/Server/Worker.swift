@@ -74,7 +74,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
             return
         }
         Socket.setNoDelay(fd)
-        var transport = ClientConnection.Transport.plain
+        var transport = Transport.plain
         if secure {
             guard let context = tlsContext, let stream = try? context.makeStream(fd: fd) else {
                 shared.openConnections.subtract(1, ordering: .relaxed)
