@@ -65,6 +65,8 @@ public final class H2ServerSession {
     private var shutdown: ShutdownState = .none
     /// Monotonic clock in nanoseconds (replaceable by tests).
     var now: () -> UInt64 = H2ServerSession.monotonicNanoseconds
+    /// Response bytes queued over all streams and not yet handed to `send` (see `bufferedBytes(streamID:)`).
+    public private(set) var totalBufferedBytes = 0
     /// Asked each time the client resets a stream whose response was not complete, beside this connection's own
     /// limits: nil to go on, or a reason to end the session with GOAWAY(ENHANCE_YOUR_CALM) (the server's budget
     /// across connections, CVE-2023-44487 with reconnects).
@@ -225,6 +227,7 @@ public final class H2ServerSession {
         closeReason = closeReason ?? "closed"
         let open = streams.values.filter(\.announced).map(\.id).sorted()
         streams.removeAll()
+        totalBufferedBytes = 0
         self.session = nil
         nghttp2_session_del(session)
         for id in open { delegate?.h2(self, didResetStream: id, errorCode: .cancel) }
@@ -290,6 +293,7 @@ public final class H2ServerSession {
             return false
         }
         stream.out.append(contentsOf: bytes)
+        totalBufferedBytes += bytes.count
         if endStream { stream.endQueued = true }
         if stream.bufferedBytes >= limits.outputLowWatermark { stream.aboveLowWatermark = true }
         if stream.deferred, stream.bufferedBytes > 0 || endStream {
@@ -658,6 +662,7 @@ public final class H2ServerSession {
 
     private func onStreamClose(_ id: Int32, _ code: H2ErrorCode) {
         guard let stream = streams.removeValue(forKey: id) else { return }
+        totalBufferedBytes -= stream.bufferedBytes
         if stream.unconsumed > 0, let session {
             nghttp2_session_consume_connection(session, stream.unconsumed)
         }
@@ -701,8 +706,10 @@ public final class H2ServerSession {
                 buffer.update(from: source.baseAddress! + stream.outOffset, count: n)
             }
             stream.outOffset += n
+            totalBufferedBytes -= n
             if stream.outOffset == stream.out.count {
-                stream.out.removeAll(keepingCapacity: stream.out.capacity <= 256 * 1024)
+                // A large buffer goes back to the allocator once drained (a stream that once held much need not).
+                stream.out.removeAll(keepingCapacity: stream.out.capacity <= 32 * 1024)
                 stream.outOffset = 0
             } else if stream.outOffset >= 64 * 1024, stream.outOffset * 2 >= stream.out.count {
                 stream.out.removeFirst(stream.outOffset)

@@ -361,4 +361,53 @@ import TestSupport
         #expect(budget.spend(address: "c", now: 100_000_000_000) == nil)
         #expect(budget.trackedAddresses == 1)
     }
+
+    static func bufferedResponseBytes(_ h: GatewayHarness) throws -> Int {
+        let m = try RawHTTPClient.roundTrip(port: h.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText
+        let line = m.split(separator: "\n").first { $0.hasPrefix("gateway_h2_buffered_response_bytes ") }
+        return Int(line?.split(separator: " ").last ?? "") ?? -1
+    }
+
+    /// Zero-window streams (#4): a client that announces SETTINGS_INITIAL_WINDOW_SIZE=0 and opens 50 streams of
+    /// 10 MB responses makes the gateway hold about its per-connection limit (1 MiB, plus at most one upstream read
+    /// per stream), not ~256 KiB per stream; when the client leaves the count returns to 0; a normal client still
+    /// downloads over h2c.
+    @Test func zeroWindowStreamsBufferABoundedAmount() throws {
+        let bulk = try BulkUpstream(bodyBytes: 10_000_000)
+        defer { bulk.stop() }
+        let h = try GatewayHarness { _ in
+            GatewayHarness.config(upstream: bulk.url, routes: Self.routes)
+                .replacingOccurrences(of: "response_timeout: 2s", with: "response_timeout: 60s")
+        }
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        let path = Array("/big".utf8)
+        let block: [UInt8] = [0x82, 0x86, 0x04, UInt8(path.count)] + path + [0x41, 0x01, UInt8(ascii: "a")]
+        var out = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + TLSAndHTTP2Tests.frame(4, [0x00, 0x04, 0, 0, 0, 0])
+        for i in 0..<50 { out += TLSAndHTTP2Tests.frame(1, flags: 0x4 | 0x1, stream: UInt32(2 * i + 1), block) }
+        try c.send(out)
+        var peak = 0
+        let until = Date().addingTimeInterval(3)
+        while Date() < until {
+            peak = max(peak, try Self.bufferedResponseBytes(h))
+            usleep(50_000)
+        }
+        #expect(bulk.connections == 50, "every stream reached the upstream")
+        #expect(peak > 1 << 20, "the connection's limit was reached (\(peak) bytes)")
+        #expect(peak <= (1 << 20) + 50 * 64 * 1024, "buffered \(peak) bytes for 50 zero-window streams")
+        shutdown(c.fd, Int32(SHUT_RDWR))
+        let deadline = Date().addingTimeInterval(10)
+        var after = -1
+        while Date() < deadline {
+            after = try Self.bufferedResponseBytes(h)
+            if after == 0 { break }
+            usleep(50_000)
+        }
+        #expect(after == 0, "still buffered after the client left: \(after)")
+        print("zero-window: peak \(peak) bytes buffered for 50 streams; \(after) after the client left")
+
+        let curl = try BoundedCommand.run("/usr/bin/curl", ["-s", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                                         "http://127.0.0.1:\(h.port)/big"], timeout: 60)
+        #expect(curl.stdout == "200 10000000", "\(curl.stdout) \(curl.stderr)")
+    }
 }

@@ -11,6 +11,11 @@ import HTTPWire
 final class H2Connection: EventHandler, H2SessionDelegate {
     static let highWater = 256 * 1024
     static let readSize = 16 * 1024
+    /// Response bytes one connection may hold for its streams (beside each stream's own 64 KiB,
+    /// `H2Limits.outputLowWatermark`); past it every stream stops reading its upstream until clients read.
+    static let connectionBufferLimit = 1 << 20
+    /// The same for the whole process (every HTTP/2 connection of every loop).
+    static let processBufferLimit = 256 << 20
 
     let fd: Int32
     /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
@@ -31,6 +36,12 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Body-less requests received in the current read, started only once every frame of that read is processed:
     /// a stream the client resets in the same read (HEADERS + RST_STREAM, Rapid Reset) never reaches an upstream.
     private var deferredStarts: [(streamID: Int32, head: HTTPRequestHead)] = []
+    /// Streams that stopped reading their upstream because this connection or the process held too many response
+    /// bytes; `capTimer` resumes them once both are back under half their limits.
+    private var capPaused: Set<Int32> = []
+    private var capTimer: LoopTimer!
+    /// This connection's share of `SharedState.h2BufferedResponseBytes` last reported.
+    private var reportedBuffered = 0
     /// Until the first request arrives the connection gets `header_timeout`, not `idle_timeout`: an h2c or
     /// h2 client that sends its preface and nothing else holds a slot no longer than a silent HTTP/1.1 one.
     private var sawRequest = false
@@ -48,6 +59,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         // Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
         // `close()` cancels the timer and `armIdle` never arms it once closed.
         timer = LoopTimer { [unowned self] in self.timerFired() }
+        capTimer = LoopTimer { [unowned self] in self.capTimerFired() }
         session.clientResetHook = { [unowned self] in
             self.context.resetBudget?.spend(address: self.peerIP, now: self.context.loop.now)
         }
@@ -134,6 +146,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
             }
         }
         outBuf.shrinkIfIdle(to: 16 * 1024)
+        syncBuffered()
         if session.isFinished || (!session.wantsRead && !session.wantsWrite) { close() }
     }
 
@@ -201,6 +214,49 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     func bufferedBytes(_ streamID: Int32) -> Int { closed ? 0 : session.bufferedBytes(streamID: streamID) }
 
+    // MARK: bounded response buffering
+
+    /// Whether `streamID` may take more response bytes now (else its exchange stops reading the upstream): its own
+    /// buffer is under 64 KiB (nghttp2's drain callback resumes it), and this connection and the process are under
+    /// their limits (`capTimer` resumes it).
+    func acceptsMore(_ streamID: Int32) -> Bool {
+        guard !closed else { return true }
+        syncBuffered()
+        if session.bufferedBytes(streamID: streamID) >= session.limits.outputLowWatermark { return false }
+        let process = context.shared?.h2BufferedResponseBytes.load(ordering: .relaxed) ?? 0
+        if session.totalBufferedBytes >= Self.connectionBufferLimit || process >= Self.processBufferLimit {
+            capPaused.insert(streamID)
+            if !capTimer.isArmed { context.loop.schedule(capTimer, at: context.loop.now + 10_000_000) }
+            return false
+        }
+        return true
+    }
+
+    /// Every 10 ms while streams wait on a limit: resume them once this connection and the process are back under
+    /// half their limits.
+    private func capTimerFired() {
+        guard !closed, !capPaused.isEmpty else { return }
+        syncBuffered()
+        let process = context.shared?.h2BufferedResponseBytes.load(ordering: .relaxed) ?? 0
+        guard session.totalBufferedBytes < Self.connectionBufferLimit / 2, process < Self.processBufferLimit / 2 else {
+            context.loop.schedule(capTimer, at: context.loop.now + 10_000_000)
+            return
+        }
+        let paused = capPaused.sorted()
+        capPaused.removeAll()
+        for id in paused where !closed { streams[id]?.outputDrained() }
+        flush()
+    }
+
+    /// Brings the process-wide count up to date with this connection's buffered bytes.
+    private func syncBuffered() {
+        let now = closed ? 0 : session.totalBufferedBytes
+        if now != reportedBuffered {
+            context.shared?.h2BufferedResponseBytes.add(now - reportedBuffered, ordering: .relaxed)
+            reportedBuffered = now
+        }
+    }
+
     func consume(_ streamID: Int32, _ bytes: Int) {
         guard !closed else { return }
         session.consume(streamID: streamID, bytes: bytes)
@@ -247,6 +303,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         streams.removeAll()
         for s in open.values { s.cancelled() }
         session.close()
+        syncBuffered()
+        capPaused.removeAll()
+        context.loop.cancel(capTimer)
         context.loop.cancel(timer)
         context.loop.deregister(fd)
         if case .tls(let stream) = transport { stream.shutdown() }

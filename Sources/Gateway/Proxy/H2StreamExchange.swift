@@ -84,7 +84,7 @@ final class H2StreamExchange: ExchangeResponder {
     func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
         connection.sendData(streamID, data, endStream: false)
         connection.streamProgressed()
-        return connection.bufferedBytes(streamID) <= ClientConnection.highWater
+        return connection.acceptsMore(streamID)
     }
 
     func respondEnd(exchange ex: Exchange) {

@@ -77,6 +77,12 @@ public final class GatewayServer: @unchecked Sendable {
             metricsCollector.addSource { t in metrics.render(&t) }
             dashboard.issuerMetrics.withLock { $0 = metrics }
         }
+        let shared = self.shared
+        metricsCollector.addSource { t in
+            t.family("gateway_h2_buffered_response_bytes", "gauge",
+                     "HTTP/2 response bytes held for clients' flow-control windows or sockets (bounded: 64 KiB per stream, 1 MiB per connection, 256 MiB in all).")
+            t.sample("gateway_h2_buffered_response_bytes", [], shared.h2BufferedResponseBytes.load(ordering: .relaxed))
+        }
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {
             let loop = try EventLoop(index: i)

@@ -39,6 +39,8 @@ final class LoopContext {
     var replayClient: ReplayClient?
     /// Client stream resets across connections and loops (set by the worker).
     var resetBudget: ClientResetBudget?
+    /// Process-wide counters (set by the worker).
+    var shared: SharedState?
     var metrics = LoopMetrics()
     /// Set when the server drains: responses say `Connection: close`.
     var draining = false

@@ -24,6 +24,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         context = LoopContext(loop: loop, runtime: runtime, logSink: logSink)
         context.connections = self
         context.resetBudget = shared.resetBudget
+        context.shared = shared
     }
 
     var loop: EventLoop { context.loop }
@@ -170,6 +171,9 @@ final class SharedState: Sendable {
     let openConnections = Atomic<Int>(0)
     /// Streams reset by clients, per address and in all (HTTP/2 Rapid Reset across reconnects).
     let resetBudget = ClientResetBudget(now: CSystemShims_monotonic_ns())
+    /// HTTP/2 response bytes buffered in the process, waiting for clients' flow-control windows or sockets
+    /// (`gateway_h2_buffered_response_bytes`; bounded by `H2Connection.processBufferLimit`).
+    let h2BufferedResponseBytes = Atomic<Int>(0)
 }
 
 import JSONLog
