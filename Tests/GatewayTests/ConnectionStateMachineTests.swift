@@ -74,6 +74,26 @@ import Testing
 @Suite struct UpstreamPoolStateTests {
     final class Conn { let id: Int; var usable = true; init(_ id: Int) { self.id = id } }
 
+    /// New connects are a token bucket (burst = rate); idle connections are reused whatever the bucket holds.
+    @Test func newConnectsAreRateBounded() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 1, maxConnectsPerSecond: 3, now: 0)
+        for _ in 0..<3 {
+            guard case .connect = pool.acquire(now: 0, isUsable: { $0.usable }) else { Issue.record("no connect"); return }
+        }
+        guard case .rateLimited = pool.acquire(now: 0, isUsable: { $0.usable }) else { Issue.record("not limited"); return }
+        let kept = Conn(1)
+        let released = pool.release(kept)
+        #expect(released)
+        guard case .reuse(let again, _) = pool.acquire(now: 0, isUsable: { $0.usable }) else { Issue.record("no reuse"); return }
+        #expect(again === kept, "an idle connection is reused while connects are limited")
+        guard case .connect = pool.acquire(now: 334_000_000, isUsable: { $0.usable }) else { Issue.record("no token after 1/3 s"); return }
+        guard case .rateLimited = pool.acquire(now: 334_000_000, isUsable: { $0.usable }) else { Issue.record("not limited"); return }
+        var unbounded = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 1, maxConnectsPerSecond: 0, now: 0)
+        for _ in 0..<1000 {
+            guard case .connect = unbounded.acquire(now: 0, isUsable: { $0.usable }) else { Issue.record("0 must be unbounded"); return }
+        }
+    }
+
     @Test func newConnectionsGoRoundRobinOverAddresses() {
         var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 3)
         var picked: [Int] = []

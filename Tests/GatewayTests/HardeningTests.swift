@@ -410,4 +410,28 @@ import TestSupport
                                                          "http://127.0.0.1:\(h.port)/big"], timeout: 60)
         #expect(curl.stdout == "200 10000000", "\(curl.stdout) \(curl.stderr)")
     }
+
+    /// Upstream connects are rate-bounded per pool (#3): with `max_connects_per_second: 2` and no keep-alive
+    /// (`max_idle_connections: 0`), the third request within the second is answered 503 `connect_rate_limited` with
+    /// `Retry-After` and never reaches the upstream; a second later requests pass again.
+    @Test func upstreamConnectsAreRateBounded() throws {
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: Self.routes,
+                                  upstreamExtra: "    max_idle_connections: 0\n    max_connects_per_second: 2")
+        }
+        defer { h.stop() }
+        var statuses: [Int] = []
+        var limited: TestResponse?
+        for _ in 0..<4 {
+            let r = try RawHTTPClient.roundTrip(port: h.port, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+            statuses.append(r.status)
+            if r.status == 503 { limited = r }
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 2 && statuses.filter { $0 == 503 }.count == 2, "\(statuses)")
+        #expect(limited?.header("retry-after") == "1")
+        #expect(limited?.bodyText.contains("connect_rate_limited") == true, "\(limited?.bodyText ?? "")")
+        #expect(h.upstream.connectionCount == 2)
+        usleep(1_100_000)
+        #expect(try RawHTTPClient.roundTrip(port: h.port, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n").status == 200)
+    }
 }

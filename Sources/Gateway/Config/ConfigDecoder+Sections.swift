@@ -356,7 +356,7 @@ extension ConfigDecoder {
     private func decodeUpstream(_ name: String, _ node: Node) -> UpstreamSettings? {
         let context = "upstreams.\(name)"
         guard let f = fields(node, context, known: [
-            "url", "connect_timeout", "response_timeout", "max_idle_connections", "ca_file",
+            "url", "connect_timeout", "response_timeout", "max_idle_connections", "max_connects_per_second", "ca_file",
         ]) else { return nil }
         var upstream: UpstreamSettings?
         if let v = f.value("url") {
@@ -379,6 +379,10 @@ extension ConfigDecoder {
         if let v = f.value("max_idle_connections"), let n = int(v, "\(context).max_idle_connections", in: 0...100_000) {
             probe.maxIdleConnections = n
         }
+        if let v = f.value("max_connects_per_second"),
+           let n = int(v, "\(context).max_connects_per_second", in: 0...1_000_000) {
+            probe.maxConnectsPerSecond = n
+        }
         if let v = f.value("ca_file") {
             if let upstream, upstream.scheme != "https" {
                 error(v, "\(context).ca_file applies only to https:// upstreams")
@@ -390,6 +394,7 @@ extension ConfigDecoder {
         result.connectTimeout = probe.connectTimeout
         result.responseTimeout = probe.responseTimeout
         result.maxIdleConnections = probe.maxIdleConnections
+        result.maxConnectsPerSecond = probe.maxConnectsPerSecond
         result.caFile = probe.caFile
         return result
     }

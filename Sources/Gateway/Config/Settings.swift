@@ -148,6 +148,9 @@ public struct UpstreamSettings: Sendable {
     public var connectTimeout: Double = 2
     public var responseTimeout: Double = 30
     public var maxIdleConnections: Int = 64
+    /// New connections per second per thread (and burst); past it a request that finds no idle connection is
+    /// answered 503 `connect_rate_limited`. 0 = unbounded.
+    public var maxConnectsPerSecond: Int = 5000
     /// For https upstreams: a PEM bundle instead of the system store.
     public var caFile: String? = nil
     /// `host[:port]` as a Host header names it (the port only when not the scheme's default).

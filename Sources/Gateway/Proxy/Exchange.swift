@@ -365,6 +365,8 @@ final class Exchange: UpstreamOwner {
         }
         if kind == .responseTimeout || kind == .connectTimeout {
             respondError(status: 504, code: "upstream_timeout", reason: kind.rawValue, close: !bodyEnded)
+        } else if kind == .connectRateLimited {
+            respondError(status: 503, code: "upstream_busy", reason: kind.rawValue, close: !bodyEnded, retryAfter: 1)
         } else {
             respondError(status: 502, code: "upstream_unavailable", reason: kind.rawValue, close: !bodyEnded)
         }

@@ -10,6 +10,8 @@ enum UpstreamFailure: String, Error, Sendable {
     case badResponse = "bad_response"
     /// The TLS handshake with an `https://` upstream failed (untrusted chain, wrong name, protocol).
     case tlsFailed = "tls_failed"
+    /// No idle connection and new connects are past the upstream's `max_connects_per_second` (503, never tried).
+    case connectRateLimited = "connect_rate_limited"
 
     var isRetryable: Bool { self == .staleConnection }
 }

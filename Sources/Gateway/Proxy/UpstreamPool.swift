@@ -19,7 +19,8 @@ final class UpstreamPool {
         self.addresses = addresses
         self.tls = tls
         self.context = context
-        state = UpstreamPoolState(maxIdle: settings.maxIdleConnections, addressCount: addresses.count)
+        state = UpstreamPoolState(maxIdle: settings.maxIdleConnections, addressCount: addresses.count,
+                                  maxConnectsPerSecond: settings.maxConnectsPerSecond, now: context.loop.now)
     }
 
     var idleCount: Int { state.idle.count }
@@ -27,7 +28,7 @@ final class UpstreamPool {
     /// A connection for one exchange: an idle one if any, else a new non-blocking connect.
     func acquire(for client: UpstreamOwner, method: String) -> Result<UpstreamConnection, UpstreamFailure> {
         let address: SocketAddress
-        switch state.acquire(isUsable: { $0.isUsable }) {
+        switch state.acquire(now: context.loop.now, isUsable: { $0.isUsable }) {
         case let .reuse(conn, stale):
             for c in stale { c.close() }
             conn.attach(client, method: method, reused: true)
@@ -38,6 +39,9 @@ final class UpstreamPool {
         case let .noAddress(stale):
             for c in stale { c.close() }
             return .failure(.connectRefused)
+        case let .rateLimited(stale):
+            for c in stale { c.close() }
+            return .failure(.connectRateLimited)
         }
         let connected: (fd: Int32, connected: Bool)
         do { connected = try Socket.connect(address) } catch { return .failure(.connectRefused) }

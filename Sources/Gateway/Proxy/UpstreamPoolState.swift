@@ -4,8 +4,10 @@
 ///
 /// Rules: idle connections are reused newest first (LIFO keeps the working set warm, and the oldest ones time out
 /// first); one that is no longer usable (the upstream closed it while idle) is closed and the next is tried; at most
-/// `maxIdle` stay idle; addresses are used round-robin for new connections; after `retire` (a reload replaced the
-/// pool, or shutdown) nothing is kept idle.
+/// `maxIdle` stay idle; addresses are used round-robin for new connections; new connections are rate-bounded
+/// (`maxConnectsPerSecond`, a token bucket with a burst of the same size: a flood of requests, or of streams reset
+/// right after they started, cannot turn into a flood of connects at the upstream); after `retire` (a reload
+/// replaced the pool, or shutdown) nothing is kept idle.
 struct UpstreamPoolState<Connection: AnyObject> {
     enum Acquire {
         /// Reuse this idle connection; close the stale ones found on the way.
@@ -14,6 +16,8 @@ struct UpstreamPoolState<Connection: AnyObject> {
         case connect(address: Int, close: [Connection])
         /// No address to connect to.
         case noAddress(close: [Connection])
+        /// No idle connection, and new connects are past `maxConnectsPerSecond`.
+        case rateLimited(close: [Connection])
     }
 
     let maxIdle: Int
@@ -21,20 +25,36 @@ struct UpstreamPoolState<Connection: AnyObject> {
     private(set) var idle: [Connection] = []
     private var nextAddress = 0
     private(set) var retired = false
+    /// New connections allowed per second (and in a burst); 0 = unbounded.
+    let maxConnectsPerSecond: Double
+    private var connectTokens: Double
+    private var tokensAt: UInt64
 
-    init(maxIdle: Int, addressCount: Int) {
+    init(maxIdle: Int, addressCount: Int, maxConnectsPerSecond: Int = 0, now: UInt64 = 0) {
         self.maxIdle = maxIdle
         self.addressCount = addressCount
+        self.maxConnectsPerSecond = Double(maxConnectsPerSecond)
+        connectTokens = Double(maxConnectsPerSecond)
+        tokensAt = now
     }
 
-    /// A connection for one exchange. `isUsable` tells whether an idle connection is still open and clean.
-    mutating func acquire(isUsable: (Connection) -> Bool) -> Acquire {
+    /// A connection for one exchange at monotonic time `now` (nanoseconds). `isUsable` tells whether an idle
+    /// connection is still open and clean.
+    mutating func acquire(now: UInt64 = 0, isUsable: (Connection) -> Bool) -> Acquire {
         var stale: [Connection] = []
         while let conn = idle.popLast() {
             if isUsable(conn) { return .reuse(conn, close: stale) }
             stale.append(conn)
         }
         guard addressCount > 0 else { return .noAddress(close: stale) }
+        if maxConnectsPerSecond > 0 {
+            if now > tokensAt {
+                connectTokens = min(maxConnectsPerSecond, connectTokens + Double(now - tokensAt) / 1e9 * maxConnectsPerSecond)
+                tokensAt = now
+            }
+            guard connectTokens >= 1 else { return .rateLimited(close: stale) }
+            connectTokens -= 1
+        }
         let address = nextAddress % addressCount
         nextAddress &+= 1
         return .connect(address: address, close: stale)
