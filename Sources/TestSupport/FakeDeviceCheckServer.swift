@@ -16,16 +16,16 @@ import Synchronization
 /// Then the device token's bytes choose the answer: `valid…` → 200 (empty body, as Apple), `bad…` → `400 Bad Device
 /// Token`, `error…` → 500, `hang…` → no answer for `hangSeconds`.
 public final class FakeDeviceCheckServer: @unchecked Sendable {
-    public let port: UInt16
     public let keyId: String
     public let teamId: String
     private let publicKey: ES256PublicKey
     private let hangSeconds: Double
-    private let listenFD: Int32
-    private let state = Mutex<(calls: Int, bearers: [String], bodies: [String], stopped: Bool)>((0, [], [], false))
+    private var server: ThreadPerConnectionServer!
+    private let state = Mutex<(calls: Int, bearers: [String], bodies: [String])>((0, [], []))
 
     /// `http://127.0.0.1:PORT`, for `device_check.api_url`.
-    public var url: String { "http://127.0.0.1:\(port)" }
+    public var url: String { server.url }
+    public var port: UInt16 { server.port }
     /// Requests received.
     public var calls: Int { state.withLock { $0.calls } }
     /// Every bearer token received, in order.
@@ -38,32 +38,14 @@ public final class FakeDeviceCheckServer: @unchecked Sendable {
         self.keyId = keyId
         self.teamId = teamId
         self.hangSeconds = hangSeconds
-        guard let addr = SocketAddress(ip: "127.0.0.1", port: 0) else { throw HarnessError("address") }
-        listenFD = try Socket.listen(addr, backlog: 64, reusePort: false)
-        port = Socket.localAddress(listenFD)?.port ?? 0
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
+        server = try ThreadPerConnectionServer(backlog: 64) { [unowned self] fd in self.serve(fd) }
     }
 
-    public func stop() { state.withLock { $0.stopped = true } }
+    public func stop() { server.stop() }
 
-    deinit { Glibc.close(listenFD) }
-
-    private var stopped: Bool { state.withLock { $0.stopped } }
-
-    private func acceptLoop() {
-        while !stopped {
-            var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 100) > 0, let (fd, _) = Socket.accept(listenFD) else { continue }
-            let flags = fcntl(fd, F_GETFL)
-            _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
-            let conn = Thread { [self] in serve(fd) }
-            conn.start()
-        }
-    }
+    private var stopped: Bool { server.isStopped }
 
     private func serve(_ fd: Int32) {
-        defer { Glibc.close(fd) }
         guard let (head, body) = Self.readRequest(fd) else { return }
         state.withLock {
             $0.calls += 1
@@ -122,7 +104,8 @@ public final class FakeDeviceCheckServer: @unchecked Sendable {
         var headEnd: Int?
         var length = 0
         while Date() < deadline {
-            if headEnd == nil, let end = find(buffer) {
+            if headEnd == nil, let afterBlank = ThreadPerConnectionServer.headEnd(buffer) {
+                let end = afterBlank - 4
                 headEnd = end
                 let head = String(decoding: buffer[..<end], as: UTF8.self)
                 for line in head.components(separatedBy: "\r\n") where line.lowercased().hasPrefix("content-length:") {
@@ -139,14 +122,6 @@ public final class FakeDeviceCheckServer: @unchecked Sendable {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { return nil }
             buffer += chunk[0..<n]
-        }
-        return nil
-    }
-
-    private static func find(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
         }
         return nil
     }
