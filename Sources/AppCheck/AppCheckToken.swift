@@ -30,23 +30,8 @@ public enum AppCheckToken {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
 
-        var dots: [Int] = []
-        for (offset, byte) in token.enumerated() where byte == UInt8(ascii: ".") {
-            dots.append(offset)
-            if dots.count > 2 { return .failure(.malformed) }
-        }
-        guard dots.count == 2, let first = dots.first, let second = dots.last else { return .failure(.malformed) }
-        let headerPart = token[0..<first]
-        let payloadPart = token[(first + 1)..<second]
-        let signaturePart = token[(second + 1)...]
-
-        guard let headerBytes = Base64URL.decode(headerPart),
-              let payloadBytes = Base64URL.decode(payloadPart),
-              let signature = Base64URL.decode(signaturePart) else { return .failure(.malformed) }
-        guard let header = try? StrictJSON.parse(headerBytes, maxBytes: maxLength), case .object = header,
-              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxLength), case .object = payload else {
-            return .failure(.malformed)
-        }
+        guard let jws = CompactJWS.decode(token, maxJSONBytes: maxLength) else { return .failure(.malformed) }
+        let header = jws.header, payload = jws.payload, signature = jws.signature
 
         guard let alg = header.member("alg"), alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
         guard let typ = header.member("typ"), typ.stringEquals(type) else { return .failure(.wrongType) }
@@ -55,7 +40,7 @@ public enum AppCheckToken {
             return .failure(.malformed)
         }
 
-        let signingInputRange = 0..<second
+        let signingInputRange = jws.signingInputRange
         var replayKey: [UInt8]? = nil
         if payload.member("jti") == nil {
             var material = Array(token[signingInputRange])

@@ -85,15 +85,13 @@ public final class FakeDeviceCheckServer: @unchecked Sendable {
     }
 
     private func bearerIsValid(_ jwt: String) -> Bool {
-        let parts = Array(jwt.utf8).split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]),
-              let header = try? StrictJSON.parse(headerBytes), let claims = try? StrictJSON.parse(claimBytes) else { return false }
+        let bytes = Array(jwt.utf8)
+        guard let jws = CompactJWS.decode(bytes, maxJSONBytes: 4096) else { return false }
+        let header = jws.header, claims = jws.payload
         guard header.member("alg")?.stringValue == "ES256", header.member("kid")?.stringValue == keyId,
               claims.member("iss")?.stringValue == teamId,
               let iat = claims.member("iat")?.numberValue, abs(iat - Date().timeIntervalSince1970) < 60 else { return false }
-        let signingInput = Array(jwt.utf8)[..<(parts[0].count + 1 + parts[1].count)]
-        return publicKey.verifyES256(signingInput: signingInput, signature: signature)
+        return publicKey.verifyES256(signingInput: bytes[jws.signingInputRange], signature: jws.signature)
     }
 
     /// One request: the head (without the blank line) and a `Content-Length` body; nil on a malformed request.

@@ -11,8 +11,8 @@ import KeySets
 /// 1. it is a compact JWS of at most `maxTokenBytes` with JSON header and payload (else 400 `custom_token_malformed`);
 /// 2. `alg` is `RS256` or `ES256` and `kid` a string (else `custom_token_algorithm`);
 /// 3. `iss` names an entry (else `custom_token_issuer_unknown`), whose keys are fetched (right after start the
-///    exchange waits up to 3 s for the first fetch; else 503 `custom_token_jwks_unavailable`) and hold `kid` for that algorithm (else `custom_token_unknown_kid`, and an early
-///    refetch is asked for);
+///    exchange waits up to 3 s for the first fetch; else 503 `custom_token_jwks_unavailable`) and hold `kid` for
+///    that algorithm (else `custom_token_unknown_kid`, and an early refetch is asked for);
 /// 4. the signature verifies (else `custom_token_bad_signature`);
 /// 5. `aud` is the issuer's URL, or an array holding it (else `custom_token_wrong_audience`);
 /// 6. `app_id`, or `sub` when it has none, is the app of the URL (else `custom_token_wrong_app`);
@@ -59,13 +59,9 @@ final class CustomTokenIssuers: Sendable {
     func verify(_ token: String, appId: String, audience: String, now: Double) async throws(IssuerError) -> Double {
         let bytes = Array(token.utf8)
         guard bytes.count <= Self.maxTokenBytes else { throw malformed }
-        let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]),
-              let header = try? StrictJSON.parse(headerBytes, maxBytes: Self.maxTokenBytes),
-              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: Self.maxTokenBytes),
-              case .object = header, case .object = payload else { throw malformed }
-        let signingInput = bytes[..<(parts[0].count + 1 + parts[1].count)]
+        guard let jws = CompactJWS.decode(bytes, maxJSONBytes: Self.maxTokenBytes) else { throw malformed }
+        let header = jws.header, payload = jws.payload, signature = jws.signature
+        let signingInput = bytes[jws.signingInputRange]
 
         guard let alg = header.member("alg")?.stringValue, alg == "RS256" || alg == "ES256",
               let kid = header.member("kid")?.stringValue else {

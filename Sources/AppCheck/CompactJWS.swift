@@ -1,0 +1,29 @@
+/// The structure of a compact JWS (RFC 7515 §7.1): `header.payload.signature`, each part strict base64url, header
+/// and payload strict JSON objects. Only the structure: what the header must say, and which key verifies the
+/// signature, is the caller's (App Check tokens, custom tokens, DeviceCheck bearer tokens in tests).
+public struct CompactJWS: Sendable {
+    public let header: JSONValue
+    public let payload: JSONValue
+    public let signature: [UInt8]
+    /// `header.payload` of the token: the bytes the signature covers.
+    public let signingInputRange: Range<Int>
+
+    /// The parts of `token`, or nil when it is not exactly three dot-separated parts, a part is not strict
+    /// base64url, or the header or payload is not a strict JSON object of at most `maxJSONBytes`. An empty
+    /// signature part is structurally fine.
+    public static func decode(_ token: [UInt8], maxJSONBytes: Int) -> CompactJWS? {
+        var first = -1, second = -1
+        for (offset, byte) in token.enumerated() where byte == UInt8(ascii: ".") {
+            if first < 0 { first = offset } else if second < 0 { second = offset } else { return nil }
+        }
+        guard second > 0,
+              let headerBytes = Base64URL.decode(token[0..<first]),
+              let payloadBytes = Base64URL.decode(token[(first + 1)..<second]),
+              let signature = Base64URL.decode(token[(second + 1)...]),
+              let header = try? StrictJSON.parse(headerBytes, maxBytes: maxJSONBytes), case .object = header,
+              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxJSONBytes), case .object = payload else {
+            return nil
+        }
+        return CompactJWS(header: header, payload: payload, signature: signature, signingInputRange: 0..<second)
+    }
+}
