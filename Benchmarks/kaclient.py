@@ -3,6 +3,9 @@
 response is 200. A fixed request count (not a fixed duration) is what makes instruction counts comparable.
 
 usage: kaclient.py --port P --requests N [--path /] [--header 'Name: value' ...]
+                   [--tokens FILE [--token-offset K] [--cycle]]
+With --tokens, request i carries `X-Firebase-AppCheck: <line K+i of FILE>`; without --cycle running past the
+end of the file is an error (fresh tokens must not repeat), with --cycle it wraps.
 Exit 1 on any non-200 or a closed connection. Prints "requests=N seconds=S" on stdout.
 """
 import argparse
@@ -18,15 +21,31 @@ def main():
     ap.add_argument("--path", default="/")
     ap.add_argument("--header", action="append", default=[])
     ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--tokens")
+    ap.add_argument("--token-offset", type=int, default=0)
+    ap.add_argument("--cycle", action="store_true")
     args = ap.parse_args()
 
     extra = "".join(h + "\r\n" for h in args.header)
     request = f"GET {args.path} HTTP/1.1\r\nHost: bench\r\n{extra}\r\n".encode()
+    tokens = []
+    if args.tokens:
+        with open(args.tokens) as f:
+            tokens = [line.strip() for line in f if line.strip()]
+        if not tokens:
+            sys.exit(f"kaclient.py: no tokens in {args.tokens}")
+        if not args.cycle and args.token_offset + args.requests > len(tokens):
+            sys.exit(f"kaclient.py: {args.tokens} holds {len(tokens)} tokens, "
+                     f"{args.token_offset + args.requests} needed (offset {args.token_offset})")
+        requests = [f"GET {args.path} HTTP/1.1\r\nHost: bench\r\n{extra}X-Firebase-AppCheck: {t}\r\n\r\n".encode()
+                    for t in tokens]
     sock = socket.create_connection(("127.0.0.1", args.port), timeout=args.timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = b""
     started = time.monotonic()
     for i in range(args.requests):
+        if tokens:
+            request = requests[(args.token_offset + i) % len(tokens)]
         sock.sendall(request)
         while True:
             end = buf.find(b"\r\n\r\n")

@@ -2,7 +2,8 @@ import COpenSSL
 
 /// An RSA public key for RS256 (RSASSA-PKCS1-v1_5 with SHA-256, RFC 8017 §8.2; RFC 7518 §3.3).
 ///
-/// Immutable and safe to share between threads: each `verifyRS256` call uses its own `EVP_MD_CTX`.
+/// Immutable and safe to share between threads: each `verifyRS256` call uses its own `EVP_MD_CTX` (a copy of the
+/// key's prepared one).
 /// Construction does not enforce a size policy; `JWKSet` does (2048…4096 bits).
 public struct RSAPublicKey: Sendable {
     let key: EVPKey
@@ -115,14 +116,8 @@ public struct RSAPublicKey: Sendable {
 
     private func verify(_ input: UnsafeRawBufferPointer, _ signature: UnsafeRawBufferPointer) -> Bool {
         guard signature.count == Int(EVP_PKEY_get_size(key.pointer)) else { return false }
-        guard let ctx = EVP_MD_CTX_new() else { return false }
+        guard let ctx = key.newRS256VerifyContext() else { return false }
         defer { EVP_MD_CTX_free(ctx) }
-        var pctx: OpaquePointer? = nil
-        guard EVP_DigestVerifyInit(ctx, &pctx, EVP_sha256(), nil, key.pointer) == 1,
-              EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1 else {
-            ERR_clear_error()
-            return false
-        }
         let result = EVP_DigestVerify(ctx,
                                       signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
                                       input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count)

@@ -98,7 +98,8 @@ public enum StrictJSON {
             if depth > maxDepth { throw fail(.tooDeep) }
             position += 1  // {
             var members: [(key: String, value: JSONValue)] = []
-            var seen = Set<String>()
+            // Duplicate keys: a linear scan for the first 16 members (a token's objects are that small), a Set after.
+            var seen: Set<String>? = nil
             skipWhitespace()
             if peek == UInt8(ascii: "}") { position += 1; return .object(members) }
             while true {
@@ -106,9 +107,16 @@ public enum StrictJSON {
                 guard peek == UInt8(ascii: "\"") else { throw fail(.syntax) }
                 let keyOffset = position
                 let key = try parseString()
-                // Swift's Set compares canonically equivalent strings as equal: stricter than byte equality,
-                // which is what we want for a duplicate check.
-                if !seen.insert(key).inserted { throw ParseError(kind: .duplicateKey, offset: keyOffset) }
+                // Swift's String equality (and so Set) treats canonically equivalent strings as equal: stricter
+                // than byte equality, which is what we want for a duplicate check.
+                if members.count < 16 {
+                    for member in members where member.key == key {
+                        throw ParseError(kind: .duplicateKey, offset: keyOffset)
+                    }
+                } else {
+                    if seen == nil { seen = Set(members.map(\.key)) }
+                    if !seen!.insert(key).inserted { throw ParseError(kind: .duplicateKey, offset: keyOffset) }
+                }
                 skipWhitespace()
                 guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }
                 position += 1
@@ -187,7 +195,23 @@ public enum StrictJSON {
 
         mutating func parseString() throws(ParseError) -> String {
             position += 1  // opening quote
+            // Fast path: printable ASCII without escapes (every key and most values of a token) becomes a String
+            // straight from the input, with no intermediate array.
+            let start = position
+            var scan = position
+            while scan < bytes.count {
+                let byte = bytes[scan]
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }
+                scan += 1
+            }
+            if scan < bytes.count && bytes[scan] == UInt8(ascii: "\"") {
+                position = scan + 1
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self)
+            }
             var out: [UInt8] = []
+            out.reserveCapacity(scan - start + 16)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<scan]))
+            position = scan
             while true {
                 guard let byte = peek else { throw fail(.syntax) }
                 switch byte {
@@ -287,6 +311,18 @@ public enum StrictJSON {
                 position += 1
                 if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { position += 1 }
                 if digits() == 0 { throw fail(.invalidNumber) }
+            }
+            // Integers of up to 15 digits (every `iat` and `exp`) are exact in a Double: no text round trip.
+            if isInteger && position - start <= 15 {
+                var magnitude: Int64 = 0
+                let negative = bytes[start] == UInt8(ascii: "-")
+                for index in (negative ? start + 1 : start)..<position {
+                    magnitude = magnitude * 10 + Int64(bytes[index] &- UInt8(ascii: "0"))
+                }
+                // (`-0` keeps its sign through the text path below.)
+                if !(negative && magnitude == 0) {
+                    return .number(Double(negative ? -magnitude : magnitude), isInteger: true)
+                }
             }
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
             guard let value = Double(text), value.isFinite else { throw ParseError(kind: .invalidNumber, offset: start) }

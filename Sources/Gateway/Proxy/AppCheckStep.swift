@@ -81,18 +81,34 @@ final class AppCheckStep {
             }
             return firebase.map { ($0, nil) }
         }
-        let key = TokenCache.Key(token: token)
+        // The verified-token cache serves session tokens. A replay-protected route takes only limited-use tokens,
+        // each good for one request, so it neither looks them up nor fills the cache with them (they would push
+        // session tokens out).
+        let cacheable = !route.replayProtection
+        let key = cacheable ? TokenCache.Key(token: token) : nil
+        // `token_sha256` is for the access log: computed only when a log line will carry it.
+        let logs = context.logSink.enabled(.info)
         let claims: TokenClaims
-        let fingerprint: String
+        let fingerprint: String?
         var tokenPolicy: AppCheckPolicy?
-        if let hit = cache.get(key, now: now), let found = keySet(for: hit.kid), found.set.key(for: hit.kid) != nil {
+        if let key, let hit = cache.get(key, now: now), let found = keySet(for: hit.kid),
+           found.set.key(for: hit.kid) != nil {
             context.metrics.tokenCacheHits += 1
             claims = hit.claims
-            fingerprint = hit.fingerprint
+            if let known = hit.fingerprint {
+                fingerprint = known
+            } else if logs {
+                // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
+                let computed = Self.fingerprint(token)
+                cache.setFingerprint(key, computed)
+                fingerprint = computed
+            } else {
+                fingerprint = nil
+            }
             tokenPolicy = found.policy
         } else {
-            context.metrics.tokenCacheMisses += 1
-            fingerprint = Self.fingerprint(token)
+            if cacheable { context.metrics.tokenCacheMisses += 1 }
+            fingerprint = logs ? Self.fingerprint(token) : nil
             let parsed: ParsedToken
             switch AppCheckToken.parse(token) {
             case .success(let p): parsed = p
@@ -116,7 +132,7 @@ final class AppCheckStep {
                 return completion(refuse(route, reason, fingerprint: fingerprint))
             }
             claims = parsed.claims
-            if let exp = claims.payload.member("exp")?.numberValue {
+            if let key, let exp = claims.payload.member("exp")?.numberValue {
                 cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
                                                 until: exp + runtime.policy.clockSkew), now: now)
             }

@@ -35,8 +35,8 @@ final class TokenCache {
     struct Entry {
         var claims: TokenClaims
         var kid: String
-        /// `token_sha256` for logs (first 16 hex chars of SHA-256), computed once at insertion.
-        var fingerprint: String
+        /// `token_sha256` for logs (first 16 hex chars of SHA-256), computed once, and only while access logs are on.
+        var fingerprint: String?
         /// Unix seconds after which the entry is useless (`exp + clock_skew`).
         var until: Double
     }
@@ -59,6 +59,10 @@ final class TokenCache {
             return nil
         }
         return e
+    }
+
+    func setFingerprint(_ key: Key, _ fingerprint: String) {
+        map[key]?.fingerprint = fingerprint
     }
 
     func put(_ key: Key, _ entry: Entry, now: Double) {
