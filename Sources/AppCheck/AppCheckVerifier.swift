@@ -37,52 +37,52 @@ public enum AppCheckVerifier {
     ///
     /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
     public static func checkClaims(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double) -> Result<VerifiedClaims, AppCheckReason> {
-        let payload = claims.payload
+        guard case .value(let iss) = claims.iss else { return .failure(.malformed) }
+        guard utf8Equal(iss, policy.issuer) else { return .failure(.wrongIssuer) }
 
-        guard let iss = payload.member("iss"), case .string = iss else { return .failure(.malformed) }
-        guard iss.stringEquals(policy.issuer) else { return .failure(.wrongIssuer) }
-
-        guard let audMembers = payload.member("aud")?.arrayValue else { return .failure(.malformed) }
-        for required in policy.requiredAudiences where !audMembers.contains(where: { $0.stringEquals(required) }) {
+        guard case .value(let audMembers) = claims.aud else { return .failure(.malformed) }
+        for required in policy.requiredAudiences
+        where !audMembers.contains(where: { $0.map { utf8Equal($0, required) } ?? false }) {
             return .failure(.wrongAudience)
         }
 
-        guard let sub = payload.member("sub")?.stringValue, isHeaderSafeAppId(sub) else { return .failure(.malformed) }
+        guard case .value(let sub) = claims.sub, claims.subIsHeaderSafe else { return .failure(.malformed) }
         guard policy.allows(appId: sub) else { return .failure(.appNotAllowed) }
 
-        guard let exp = payload.member("exp")?.numberValue, let iat = payload.member("iat")?.numberValue else {
-            return .failure(.malformed)
-        }
+        guard case .value(let exp) = claims.exp, case .value(let iat) = claims.iat else { return .failure(.malformed) }
         guard now < exp + policy.clockSkew else { return .failure(.expired) }
         guard iat <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
         guard exp - iat <= policy.maxLifetime else { return .failure(.lifetimeTooLong) }
 
-        if let nbfValue = payload.member("nbf") {
-            guard let nbf = nbfValue.numberValue else { return .failure(.malformed) }
-            guard nbf <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
+        switch claims.nbf {
+        case .absent: break
+        case .wrongType: return .failure(.malformed)
+        case .value(let nbf): guard nbf <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
         }
 
         var jti: String? = nil
-        if let jtiValue = payload.member("jti") {
-            guard let value = jtiValue.stringValue, !value.isEmpty else { return .failure(.malformed) }
+        switch claims.jti {
+        case .absent: break
+        case .wrongType: return .failure(.malformed)
+        case .value(let value):
+            guard !value.isEmpty else { return .failure(.malformed) }
             jti = value
         }
 
         var provider: String? = nil
-        if let providerValue = payload.member("provider") {
-            guard let value = providerValue.stringValue, !value.isEmpty else { return .failure(.malformed) }
+        switch claims.provider {
+        case .absent: break
+        case .wrongType: return .failure(.malformed)
+        case .value(let value):
+            guard !value.isEmpty else { return .failure(.malformed) }
             provider = value
         }
 
-        var audiences: [String] = []
-        for member in audMembers {
-            guard let value = member.stringValue else { return .failure(.malformed) }
-            audiences.append(value)
-        }
+        guard let audiences = claims.audiences else { return .failure(.malformed) }  // a member not a string
 
         let replayKey: [UInt8]
-        if let jti {
-            replayKey = SHA256Digest.hash(Array(sub.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8))
+        if jti != nil, let jtiKey = claims.jtiReplayKey {
+            replayKey = jtiKey
         } else if let signatureKey = claims.signatureReplayKey {
             replayKey = signatureKey
         } else {

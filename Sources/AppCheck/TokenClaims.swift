@@ -1,8 +1,26 @@
 /// The payload of a parsed token: a JSON object whose claims `AppCheckVerifier.checkClaims` judges.
 ///
 /// Small and `Sendable`, so a verified-token cache can keep it and re-run the time checks on every hit
-/// without the token text or the RSA work.
+/// without the token text or the RSA work. The claims the checks read are decoded once, here, into typed
+/// fields (`Claim`), so a cache hit compares numbers and strings instead of walking the JSON again.
 public struct TokenClaims: Sendable {
+    /// One claim as the checks see it: absent, present with the wrong JSON type, or its value.
+    enum Claim<Value: Sendable>: Sendable {
+        case absent
+        case wrongType
+        case value(Value)
+
+        init(_ json: JSONValue?, _ extract: (JSONValue) -> Value?) {
+            guard let json else { self = .absent; return }
+            if let value = extract(json) { self = .value(value) } else { self = .wrongType }
+        }
+
+        var value: Value? {
+            if case .value(let value) = self { return value }
+            return nil
+        }
+    }
+
     /// The payload object, members in document order, keys unique.
     public let payload: JSONValue
 
@@ -10,8 +28,46 @@ public struct TokenClaims: Sendable {
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
     let signatureReplayKey: [UInt8]?
 
+    let iss: Claim<String>
+    /// `aud`: an array whose members are kept as strings, `nil` for a member that is not a string.
+    let aud: Claim<[String?]>
+    /// The `aud` members when every one is a string, else nil.
+    let audiences: [String]?
+    let sub: Claim<String>
+    /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
+    let subIsHeaderSafe: Bool
+    let exp: Claim<Double>
+    let iat: Claim<Double>
+    let nbf: Claim<Double>
+    let jti: Claim<String>
+    let provider: Claim<String>
+    /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
+    let jtiReplayKey: [UInt8]?
+
     init(payload: JSONValue, signatureReplayKey: [UInt8]?) {
         self.payload = payload
         self.signatureReplayKey = signatureReplayKey
+        iss = Claim(payload.member("iss")) { $0.stringValue }
+        aud = Claim(payload.member("aud")) { $0.arrayValue?.map(\.stringValue) }
+        if case .value(let members) = aud, !members.contains(where: { $0 == nil }) {
+            audiences = members.map { $0! }
+        } else {
+            audiences = nil
+        }
+        sub = Claim(payload.member("sub")) { $0.stringValue }
+        subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
+        exp = Claim(payload.member("exp")) { $0.numberValue }
+        iat = Claim(payload.member("iat")) { $0.numberValue }
+        nbf = Claim(payload.member("nbf")) { $0.numberValue }
+        jti = Claim(payload.member("jti")) { $0.stringValue }
+        provider = Claim(payload.member("provider")) { $0.stringValue }
+        if let sub = sub.value, let jti = jti.value {
+            jtiReplayKey = SHA256Digest.hash(Array(sub.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8))
+        } else {
+            jtiReplayKey = nil
+        }
     }
+
+    /// `exp` when it is a number (the cache keeps an entry until `exp + clock_skew`).
+    public var expiresAt: Double? { exp.value }
 }

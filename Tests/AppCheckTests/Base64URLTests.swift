@@ -39,4 +39,20 @@ import Testing
         #expect(Base64URL.decode("AB") == nil)   // Wycheproof ModifiedUnusedBitsInPayload
         #expect(Base64URL.decode("AA") == [0])
     }
+
+    /// The decoder reads whole 4-character quanta, then the 2- or 3-character tail: a character outside the
+    /// alphabet is refused at every position of both.
+    @Test func refusesAForeignCharacterAtEveryPosition() {
+        for length in 1...13 {
+            let encoded = Array(Base64URL.encode((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }).utf8)
+            #expect(Base64URL.decode(encoded) != nil)
+            for position in encoded.indices {
+                for foreign in [UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "/"), 0x00, 0x80, 0xFF] {
+                    var bad = encoded
+                    bad[position] = foreign
+                    #expect(Base64URL.decode(bad) == nil, "length \(length), position \(position), byte \(foreign)")
+                }
+            }
+        }
+    }
 }

@@ -132,7 +132,7 @@ final class AppCheckStep {
                 return completion(refuse(route, reason, fingerprint: fingerprint))
             }
             claims = parsed.claims
-            if let key, let exp = claims.payload.member("exp")?.numberValue {
+            if let key, let exp = claims.expiresAt {
                 cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
                                                 until: exp + runtime.policy.clockSkew), now: now)
             }
