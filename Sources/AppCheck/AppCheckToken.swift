@@ -18,6 +18,11 @@ public enum AppCheckToken {
     /// RFC 7797 `b64`, an unencoded payload, which Firebase's Admin SDK refuses too).
     public static let forbiddenHeaders = ["crit", "jku", "x5u", "jwk", "x5c", "b64"]
 
+    static let algKey = JSONValue.ShortKey("alg")!
+    static let typKey = JSONValue.ShortKey("typ")!
+    static let kidKey = JSONValue.ShortKey("kid")!
+    static let forbiddenKeys = Set(forbiddenHeaders.map { JSONValue.ShortKey($0)! })
+
     /// Parses `token` (the header value, UTF-8).
     ///
     /// Order, first failure wins: empty → `missing`; longer than `maxLength` → `tooLarge`; not exactly three
@@ -33,23 +38,33 @@ public enum AppCheckToken {
         guard let jws = CompactJWS.decode(token, maxJSONBytes: maxLength) else { return .failure(.malformed) }
         let header = jws.header, payload = jws.payload, signature = jws.signature
 
-        guard let alg = header.member("alg"), alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
-        guard let typ = header.member("typ"), typ.stringEquals(type) else { return .failure(.wrongType) }
-        guard let kid = header.member("kid")?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
-        for name in forbiddenHeaders where header.member(name) != nil {
-            return .failure(.malformed)
+        // One pass over the header's members (keys are unique): alg, typ, kid and the forbidden ones.
+        var alg: JSONValue?, typ: JSONValue?, kidValue: JSONValue?, forbidden = false
+        if case .object(let members) = header {
+            for member in members {
+                guard let short = JSONValue.ShortKey(member.key) else { continue }
+                switch short {
+                case Self.algKey: alg = member.value
+                case Self.typKey: typ = member.value
+                case Self.kidKey: kidValue = member.value
+                default: if Self.forbiddenKeys.contains(short) { forbidden = true }
+                }
+            }
         }
+        guard let alg, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
+        guard let typ, typ.stringEquals(type) else { return .failure(.wrongType) }
+        guard let kid = kidValue?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
+        if forbidden { return .failure(.malformed) }
 
         let signingInputRange = jws.signingInputRange
-        var replayKey: [UInt8]? = nil
-        if payload.member("jti") == nil {
+        let claims = TokenClaims(payload: payload) {
             var material = Array(token[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)
-            replayKey = SHA256Digest.hash(material)
+            return SHA256Digest.hash(material)
         }
         return .success(ParsedToken(token: token, kid: kid, header: header,
-                                    claims: TokenClaims(payload: payload, signatureReplayKey: replayKey),
+                                    claims: claims,
                                     signature: signature, signingInputRange: signingInputRange))
     }
 

@@ -53,14 +53,36 @@ public enum Base64URL {
         let count = text.count
         if count % 4 == 1 { return nil }
         let outCount = count / 4 * 3 + max(0, count % 4 - 1)
+        // Longer inputs (signatures, payloads) read a 256-byte table built on the stack for this call: one load
+        // per character instead of the range checks of `value(of:)`.
+        if count >= 64 {
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { table in
+                table.initialize(repeating: 0xFF)
+                for i in 0..<26 {
+                    table[0x41 + i] = UInt8(i)
+                    table[0x61 + i] = UInt8(26 + i)
+                }
+                for i in 0..<10 { table[0x30 + i] = UInt8(52 + i) }
+                table[0x2D] = 62
+                table[0x5F] = 63
+                let lookup = UnsafePointer(table.baseAddress!)
+                return decode(text, outCount: outCount) { lookup[Int($0)] }
+            }
+        }
+        return decode(text, outCount: outCount) { value(of: $0) }
+    }
+
+    @inline(__always)
+    private static func decode(_ text: UnsafeRawBufferPointer, outCount: Int, value: (UInt8) -> UInt8) -> [UInt8]? {
+        let count = text.count
         var valid = true
         let out = [UInt8](unsafeUninitializedCapacity: outCount) { out, initialized in
             var i = 0, o = 0
             // Whole quanta: 4 characters → 3 bytes. An invalid character makes its value 0xFF, whose high bits
             // survive the OR below, so one check per quantum suffices.
             while i + 4 <= count {
-                let a = value(of: text[i]), b = value(of: text[i + 1])
-                let c = value(of: text[i + 2]), d = value(of: text[i + 3])
+                let a = value(text[i]), b = value(text[i + 1])
+                let c = value(text[i + 2]), d = value(text[i + 3])
                 if (a | b | c | d) & 0xC0 != 0 { valid = false; break }
                 let n = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
                 out[o] = UInt8(truncatingIfNeeded: n >> 16)
@@ -73,8 +95,8 @@ public enum Base64URL {
                 // 2 characters → 1 byte (4 leftover bits), 3 → 2 bytes (2 leftover bits); a canonical encoder
                 // leaves the leftover bits zero.
                 let rest = count - i
-                let a = value(of: text[i]), b = value(of: text[i + 1])
-                let c = rest == 3 ? value(of: text[i + 2]) : 0
+                let a = value(text[i]), b = value(text[i + 1])
+                let c = rest == 3 ? value(text[i + 2]) : 0
                 if (a | b | c) & 0xC0 != 0 {
                     valid = false
                 } else if rest == 2 {

@@ -18,6 +18,26 @@ public enum JSONValue: Sendable, Equatable {
     case null
 
     /// The member named `key` (exact UTF-8 match) when this is an object, else `nil`.
+    /// A key of at most 8 UTF-8 bytes packed little-endian with its length, for matching an object's members
+    /// against known short names in one pass (`ShortKey("iss")`); nil for a longer key. Byte equality, as
+    /// `member(_:)`.
+    struct ShortKey: Hashable {
+        let bits: UInt64
+        let count: Int
+
+        init?(_ key: String) {
+            var bits: UInt64 = 0
+            var count = 0
+            for byte in key.utf8 {
+                if count == 8 { return nil }
+                bits |= UInt64(byte) << UInt64(8 * count)
+                count += 1
+            }
+            self.bits = bits
+            self.count = count
+        }
+    }
+
     public func member(_ key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         for member in members where utf8Equal(member.key, key) {

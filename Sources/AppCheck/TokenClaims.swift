@@ -44,29 +44,44 @@ public struct TokenClaims: Sendable {
     /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
     let jtiReplayKey: [UInt8]?
 
-    init(payload: JSONValue, signatureReplayKey: [UInt8]?) {
+    /// `signatureReplayKey` is called only when the payload has no `jti` member.
+    init(payload: JSONValue, signatureReplayKey: () -> [UInt8]) {
         self.payload = payload
-        self.signatureReplayKey = signatureReplayKey
-        iss = Claim(payload.member("iss")) { $0.stringValue }
-        aud = Claim(payload.member("aud")) { $0.arrayValue?.map(\.stringValue) }
+        // One pass over the members (an object's keys are unique), not one lookup per claim.
+        var found: [JSONValue?] = Array(repeating: nil, count: Self.claimNames.count)
+        if case .object(let members) = payload {
+            for member in members {
+                if let short = JSONValue.ShortKey(member.key), let index = Self.claimIndex[short] {
+                    found[index] = member.value
+                }
+            }
+        }
+        iss = Claim(found[0]) { $0.stringValue }
+        aud = Claim(found[1]) { $0.arrayValue?.map(\.stringValue) }
         if case .value(let members) = aud, !members.contains(where: { $0 == nil }) {
             audiences = members.map { $0! }
         } else {
             audiences = nil
         }
-        sub = Claim(payload.member("sub")) { $0.stringValue }
+        sub = Claim(found[2]) { $0.stringValue }
         subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
-        exp = Claim(payload.member("exp")) { $0.numberValue }
-        iat = Claim(payload.member("iat")) { $0.numberValue }
-        nbf = Claim(payload.member("nbf")) { $0.numberValue }
-        jti = Claim(payload.member("jti")) { $0.stringValue }
-        provider = Claim(payload.member("provider")) { $0.stringValue }
+        exp = Claim(found[3]) { $0.numberValue }
+        iat = Claim(found[4]) { $0.numberValue }
+        nbf = Claim(found[5]) { $0.numberValue }
+        jti = Claim(found[6]) { $0.stringValue }
+        provider = Claim(found[7]) { $0.stringValue }
+        if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
             jtiReplayKey = SHA256Digest.hash(Array(sub.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8))
         } else {
             jtiReplayKey = nil
         }
     }
+
+    /// The claims decoded here, in the order of `found` in `init`.
+    static let claimNames = ["iss", "aud", "sub", "exp", "iat", "nbf", "jti", "provider"]
+    static let claimIndex: [JSONValue.ShortKey: Int] = Dictionary(
+        uniqueKeysWithValues: claimNames.enumerated().map { (JSONValue.ShortKey($0.element)!, $0.offset) })
 
     /// `exp` when it is a number (the cache keeps an entry until `exp + clock_skew`).
     public var expiresAt: Double? { exp.value }
