@@ -92,7 +92,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         if closed { return }
         if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
         readFromSocket()
-        if !closed { flush() }
+        scheduleFlush()
     }
 
     private func readFromSocket() {
@@ -267,8 +267,23 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         session.resetStream(streamID: streamID, code: code)
     }
 
-    /// A stream finished on its own (not inside a session callback): push its frames out.
-    func streamProgressed() { flush() }
+    /// A stream produced frames on its own (not inside a session callback): they go out at the end of this batch
+    /// of events, together with whatever else the connection's streams produce meanwhile.
+    func streamProgressed() { scheduleFlush() }
+
+    private var flushScheduled = false
+
+    private func scheduleFlush() {
+        guard !closed, !flushScheduled else { return }
+        flushScheduled = true
+        context.scheduleFlush(self)
+    }
+
+    /// Called by the loop context at the end of the batch.
+    func scheduledFlushDue() {
+        flushScheduled = false
+        flush()
+    }
 
     // MARK: lifecycle
 

@@ -64,6 +64,7 @@ final class LoopContext {
         appCheck = AppCheckStep(context: self,
                                 cacheCapacity: runtime.settings.appCheck.tokenCacheSize / max(1, runtime.settings.server.threads))
         loop.afterBatch.append { [unowned self] in self.flushLog() }
+        loop.afterBatch.append { [unowned self] in self.flushH2Connections() }
     }
 
     /// Wall-clock seconds (Unix time) for token checks (`iat`, `exp`, the token cache, key-set staleness): the one
@@ -251,6 +252,23 @@ final class LoopContext {
             own.bytes.withUnsafeBytes { logBuffer.append($0) }
         }
         if logBuffer.readableCount > 64 * 1024 { flushLog() }
+    }
+
+    /// HTTP/2 connections whose streams produced frames during this batch of events (`H2Connection.scheduleFlush`):
+    /// each writes once at the end of the batch, so responses finished together share one TLS record and one
+    /// write instead of one per stream event.
+    private var h2FlushQueue: [H2Connection] = []
+
+    func scheduleFlush(_ connection: H2Connection) {
+        h2FlushQueue.append(connection)
+    }
+
+    private func flushH2Connections() {
+        while !h2FlushQueue.isEmpty {
+            let queued = h2FlushQueue
+            h2FlushQueue.removeAll(keepingCapacity: true)
+            for connection in queued { connection.scheduledFlushDue() }
+        }
     }
 
     func flushLog() {
