@@ -265,6 +265,12 @@ public final class H2ServerSession {
         return submitResponse(streamID: streamID, status: status, list: list, endStream: endStream)
     }
 
+    /// `sendResponseHead` from a list the caller built (no intermediate strings).
+    @discardableResult
+    public func sendResponseHead(streamID: Int32, status: Int, list: H2HeaderList, endStream: Bool) -> Bool {
+        submitResponse(streamID: streamID, status: status, list: list, endStream: endStream)
+    }
+
     /// `sendResponseHead` from parsed header fields (e.g. an upstream's `HTTPResponseHead.headers`),
     /// without a `String` per field.
     @discardableResult
@@ -488,18 +494,24 @@ public final class H2ServerSession {
             return
         }
         if isPseudo {
-            let slot: WritableKeyPath<H2Stream, [UInt8]?>
-            if HTTPSyntax.equalsLowercased(name, ":method") { slot = \.method }
-            else if HTTPSyntax.equalsLowercased(name, ":path") { slot = \.path }
-            else if HTTPSyntax.equalsLowercased(name, ":scheme") { slot = \.scheme }
-            else if HTTPSyntax.equalsLowercased(name, ":authority") { slot = \.authority }
-            else { reject(stream); return } // :protocol (extended CONNECT is not enabled) or unknown
-            guard stream[keyPath: slot] == nil, stream.fields.isEmpty, stream.cookie == nil, stream.hostValue == nil else {
-                reject(stream)
-                return
+            // Pseudo-fields come first and once each (RFC 9113 §8.3); a switch on the name, no key paths.
+            guard stream.fields.isEmpty, stream.cookie == nil, stream.hostValue == nil else { reject(stream); return }
+            switch name.count {
+            case 5 where HTTPSyntax.equalsLowercased(name, ":path"):
+                guard stream.path == nil else { reject(stream); return }
+                stream.path = Array(value)
+            case 7 where HTTPSyntax.equalsLowercased(name, ":method"):
+                guard stream.method == nil else { reject(stream); return }
+                stream.method = Array(value)
+            case 7 where HTTPSyntax.equalsLowercased(name, ":scheme"):
+                guard stream.scheme == nil else { reject(stream); return }
+                stream.scheme = Array(value)
+            case 10 where HTTPSyntax.equalsLowercased(name, ":authority"):
+                guard stream.authority == nil else { reject(stream); return }
+                stream.authority = Array(value)
+            default:
+                reject(stream) // :protocol (extended CONNECT is not enabled) or unknown
             }
-            var s = stream
-            s[keyPath: slot] = Array(value)
             return
         }
         // nghttp2 already validated; re-check what must never reach an HTTP/1.1 upstream.
@@ -509,12 +521,21 @@ public final class H2ServerSession {
             reject(stream)
             return
         }
-        for forbidden in ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
-        where HTTPSyntax.equalsLowercased(name, forbidden) {
+        // Connection-specific fields (RFC 9113 §8.2.2), by length first.
+        let connectionSpecific: Bool
+        switch name.count {
+        case 7: connectionSpecific = HTTPSyntax.equalsLowercased(name, "upgrade")
+        case 10: connectionSpecific = HTTPSyntax.equalsLowercased(name, "connection")
+            || HTTPSyntax.equalsLowercased(name, "keep-alive")
+        case 16: connectionSpecific = HTTPSyntax.equalsLowercased(name, "proxy-connection")
+        case 17: connectionSpecific = HTTPSyntax.equalsLowercased(name, "transfer-encoding")
+        default: connectionSpecific = false
+        }
+        if connectionSpecific {
             reject(stream)
             return
         }
-        if HTTPSyntax.equalsLowercased(name, "te"), !HTTPSyntax.equalsLowercased(value, "trailers") {
+        if name.count == 2, HTTPSyntax.equalsLowercased(name, "te"), !HTTPSyntax.equalsLowercased(value, "trailers") {
             reject(stream)
             return
         }
@@ -738,30 +759,50 @@ private func entry(_ id: nghttp2_settings_id, _ value: UInt32) -> nghttp2_settin
 }
 
 /// Response header fields collected into one byte buffer, then exposed as an `nghttp2_nv` array.
-struct H2HeaderList {
+public struct H2HeaderList {
     private var storage: [UInt8] = []
     private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
     private var connectionTokens: [[UInt8]] = []
 
-    private static let dropped = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te"]
+    /// An empty list; `capacity` bytes of names and values are reserved.
+    public init(capacity: Int = 0) {
+        storage.reserveCapacity(capacity)
+    }
 
-    mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+    /// Adds one field: the name lower-cased, the value OWS-trimmed. Dropped: a name that is not a token, a value
+    /// with a control byte, and the connection-specific fields of RFC 9113 §8.2.2 (`connection`, `keep-alive`,
+    /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
+    public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
         guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), value.allSatisfy(HTTPSyntax.isFieldValueByte) else { return }
-        for d in H2HeaderList.dropped where HTTPSyntax.equalsLowercased(name, d) {
-            if d == "connection" {
+        switch name.count {
+        case 2: if HTTPSyntax.equalsLowercased(name, "te") { return }
+        case 7: if HTTPSyntax.equalsLowercased(name, "upgrade") { return }
+        case 10:
+            if HTTPSyntax.equalsLowercased(name, "keep-alive") { return }
+            if HTTPSyntax.equalsLowercased(name, "connection") {
                 HTTPHeaders.forEachListElement(value) { token in
                     connectionTokens.append(token.map(HTTPSyntax.lowercased))
                     return true
                 }
+                return
             }
-            return
+        case 16: if HTTPSyntax.equalsLowercased(name, "proxy-connection") { return }
+        case 17: if HTTPSyntax.equalsLowercased(name, "transfer-encoding") { return }
+        default: break
         }
         let (lower, upper) = HTTPSyntax.trimOWS(value, 0, value.count)
         let nameStart = storage.count
-        storage.append(contentsOf: name.lazy.map(HTTPSyntax.lowercased))
+        for byte in name { storage.append(HTTPSyntax.lowercased(byte)) }
         let valueStart = storage.count
         storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
         spans.append((nameStart, name.count, valueStart, upper - lower))
+    }
+
+    /// `add` for strings (names and values the gateway makes itself).
+    public mutating func add(_ name: String, _ value: String) {
+        var name = name
+        var value = value
+        name.withUTF8 { n in value.withUTF8 { v in add(UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)) } }
     }
 
     /// Calls `body` with `:status` followed by the kept fields as `nghttp2_nv` (valid during the call).

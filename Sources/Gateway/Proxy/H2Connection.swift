@@ -202,6 +202,11 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         _ = session.sendResponseHead(streamID: streamID, status: status, headers: headers, endStream: endStream)
     }
 
+    func sendHead(_ streamID: Int32, status: Int, list: H2HeaderList, endStream: Bool) {
+        guard !closed else { return }
+        _ = session.sendResponseHead(streamID: streamID, status: status, list: list, endStream: endStream)
+    }
+
     func sendData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) {
         guard !closed else { return }
         _ = session.sendData(streamID: streamID, bytes, endStream: endStream)

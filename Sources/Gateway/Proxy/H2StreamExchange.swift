@@ -69,16 +69,14 @@ final class H2StreamExchange: ExchangeResponder {
     // MARK: response (ExchangeResponder)
 
     func respondHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) {
-        var headers: [(String, String)] = []
-        headers.reserveCapacity(head.headers.count + 2)
-        ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in
-            headers.append((String(decoding: name, as: UTF8.self).lowercased(), String(decoding: value, as: UTF8.self)))
-        }
-        if case .contentLength(let n) = framing { headers.append(("content-length", String(n))) }
-        headers.append(("x-request-id", ex.requestId))
+        // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
+        var list = H2HeaderList(capacity: head.headers.bytes.count + 64)
+        ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
+        if case .contentLength(let n) = framing { list.add("content-length", String(n)) }
+        list.add("x-request-id", ex.requestId)
         var endStream = false
         if case .none = framing { endStream = true }
-        connection.sendHead(streamID, status: head.status, headers: headers, endStream: endStream)
+        connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
     }
 
     func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
