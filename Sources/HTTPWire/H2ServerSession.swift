@@ -516,7 +516,7 @@ public final class H2ServerSession {
         }
         // nghttp2 already validated; re-check what must never reach an HTTP/1.1 upstream.
         guard !name.isEmpty, name.allSatisfy({ HTTPSyntax.isTChar($0) && !($0 >= 0x41 && $0 <= 0x5A) }),
-              value.allSatisfy(HTTPSyntax.isFieldValueByte),
+              HTTPSyntax.isFieldValue(value),
               !HTTPSyntax.isWhitespace(value.first ?? 0x21), !HTTPSyntax.isWhitespace(value.last ?? 0x21) else {
             reject(stream)
             return
@@ -773,7 +773,7 @@ public struct H2HeaderList {
     /// with a control byte, and the connection-specific fields of RFC 9113 §8.2.2 (`connection`, `keep-alive`,
     /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
     public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
-        guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), value.allSatisfy(HTTPSyntax.isFieldValueByte) else { return }
+        guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value) else { return }
         switch name.count {
         case 2: if HTTPSyntax.equalsLowercased(name, "te") { return }
         case 7: if HTTPSyntax.equalsLowercased(name, "upgrade") { return }

@@ -38,6 +38,32 @@ public enum HTTPSyntax {
         byte == 0x09 || (byte >= 0x20 && byte != 0x7F)
     }
 
+    /// Whether every byte of `bytes` is `isFieldValueByte`. Eight bytes at a time: a word with no byte below 0x20
+    /// and none equal to 0x7F is all valid (bytes from 0x80 are obs-text and allowed); only a word that fails goes
+    /// through the byte check (HTAB).
+    public static func isFieldValue(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        let count = bytes.count
+        if let base = bytes.baseAddress {
+            let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
+            while index + 8 <= count {
+                let word = UInt64(littleEndian: (base + index).loadUnaligned(as: UInt64.self))
+                let below20 = (word &- 0x20 &* low) & ~word & high
+                let del = word ^ (0x7F &* low)
+                let isDel = (del &- low) & ~del & high
+                if below20 | isDel != 0 {
+                    for i in index..<(index + 8) where !isFieldValueByte(bytes[i]) { return false }
+                }
+                index += 8
+            }
+        }
+        while index < count {
+            guard isFieldValueByte(bytes[index]) else { return false }
+            index += 1
+        }
+        return true
+    }
+
     /// `OWS` characters (RFC 9110 §5.6.3): SP or HTAB.
     @inlinable
     public static func isWhitespace(_ byte: UInt8) -> Bool {
