@@ -63,8 +63,12 @@ final class LoopContext {
         pools = makePools(runtime)
         appCheck = AppCheckStep(context: self,
                                 cacheCapacity: runtime.settings.appCheck.tokenCacheSize / max(1, runtime.settings.server.threads))
-        loop.afterBatch.append { [unowned self] in self.flushLog() }
-        loop.afterBatch.append { [unowned self] in self.flushH2Connections() }
+        // One hook, and unowned(unsafe): the context lives as long as its loop runs, and a checked unowned or strong
+        // capture would cost a reference-count round trip on every batch of events.
+        loop.afterBatch.append { [unowned(unsafe) self] in
+            self.flushH2Connections()
+            self.flushLog()
+        }
     }
 
     /// Wall-clock seconds (Unix time) for token checks (`iat`, `exp`, the token cache, key-set staleness): the one
