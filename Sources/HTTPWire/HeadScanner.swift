@@ -88,6 +88,16 @@ struct HeadScanner: Sendable {
             var stop = min(count, headStart + maxHead)
             if !sawStartLine { stop = min(stop, lineStart + maxStartLine) }
             var p = position
+            // Eight bytes at a time while no byte is below 0x0E (none is CR, LF or another control byte at or below
+            // CR): the classic "has a byte less than n" word test, exact about whether such a byte exists.
+            if let base = buffer.baseAddress {
+                let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
+                while p + 8 <= stop {
+                    let word = UInt64(littleEndian: (base + p).loadUnaligned(as: UInt64.self))
+                    if (word &- 0x0E &* low) & ~word & high != 0 { break }
+                    p += 8
+                }
+            }
             while p < stop && buffer[p] > Self.cr { p += 1 }
             position = p
             if position >= count { break }
