@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include "CSystemShims.h"
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -80,6 +81,10 @@ int CSystemShims_wait_signal_timeout(int timeout_ms) {
     struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
     int r = sigtimedwait(&set, NULL, &ts);
     return r < 0 ? 0 : r;
+}
+
+void CSystemShims_malloc_trim(void) {
+    malloc_trim(0);
 }
 
 uint64_t CSystemShims_monotonic_ns(void) {

@@ -369,8 +369,8 @@ import TestSupport
     }
 
     /// Zero-window streams (#4): a client that announces SETTINGS_INITIAL_WINDOW_SIZE=0 and opens 50 streams of
-    /// 10 MB responses makes the gateway hold about its per-connection limit (1 MiB, plus at most one upstream read
-    /// per stream), not ~256 KiB per stream; when the client leaves the count returns to 0; a normal client still
+    /// 10 MB responses makes the gateway hold about its per-connection limit (1 MiB, plus a few upstream reads),
+    /// not ~256 KiB per stream; when the client leaves the count returns to 0; a normal client still
     /// downloads over h2c.
     @Test func zeroWindowStreamsBufferABoundedAmount() throws {
         let bulk = try BulkUpstream(bodyBytes: 10_000_000)
@@ -394,7 +394,9 @@ import TestSupport
         }
         #expect(bulk.connections == 50, "every stream reached the upstream")
         #expect(peak > 1 << 20, "the connection's limit was reached (\(peak) bytes)")
-        #expect(peak <= (1 << 20) + 50 * 64 * 1024, "buffered \(peak) bytes for 50 zero-window streams")
+        // Once the connection holds its limit, a new stream reads no body at all (the pause comes right after the
+        // response head): the overshoot is a few upstream reads, not one per stream (50 × 64 KiB before).
+        #expect(peak <= (1 << 20) + 4 * 64 * 1024, "buffered \(peak) bytes for 50 zero-window streams")
         shutdown(c.fd, Int32(SHUT_RDWR))
         let deadline = Date().addingTimeInterval(10)
         var after = -1

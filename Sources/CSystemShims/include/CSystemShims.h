@@ -39,6 +39,8 @@ int CSystemShims_wait_signal_timeout(int timeout_ms);
 
 /* Current CLOCK_MONOTONIC time in nanoseconds. */
 uint64_t CSystemShims_monotonic_ns(void);
+/// Returns free heap memory to the operating system (glibc `malloc_trim(0)`).
+void CSystemShims_malloc_trim(void);
 /* Resident set size of this process in bytes (from /proc/self/statm), or 0. */
 uint64_t CSystemShims_rss_bytes(void);
 #endif

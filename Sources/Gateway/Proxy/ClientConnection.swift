@@ -397,6 +397,9 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                                  closeAfterResponse: &closeAfterResponse)
     }
 
+    /// HTTP/1.1 pushes back through `respondBody`'s answer (the client buffer's high-water mark).
+    func acceptsResponseBody(exchange ex: Exchange) -> Bool { true }
+
     func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
         switch responseFraming {
         case .chunked:

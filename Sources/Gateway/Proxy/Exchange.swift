@@ -326,12 +326,13 @@ final class Exchange: UpstreamOwner {
 
     // MARK: upstream (UpstreamOwner)
 
-    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) {
-        guard !finished, let responder else { return }
+    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
+        guard !finished, let responder else { return true }
         upstreamEnd = context.loop.now
         status = head.status
         headSent = true
         responder.respondHead(head, framing: framing, exchange: self)
+        return responder.acceptsResponseBody(exchange: self)
     }
 
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {

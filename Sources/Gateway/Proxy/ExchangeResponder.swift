@@ -22,6 +22,10 @@ protocol ExchangeResponder: AnyObject {
     /// Response body bytes; false when the client's buffer is full (the upstream stops reading until
     /// `exchange.clientDrained()`).
     func respondBody(_ data: UnsafeRawBufferPointer, exchange: Exchange) -> Bool
+    /// Whether body bytes may be handed over now (checked right after `respondHead`, before the first body byte is
+    /// read from the upstream). HTTP/2 says no while the stream's, the connection's or the process's response
+    /// buffers are at their limits.
+    func acceptsResponseBody(exchange: Exchange) -> Bool
     /// The upstream's response is complete.
     func respondEnd(exchange: Exchange)
     /// A complete answer of the gateway's own (an error, or a built-in handler's response), nothing of a response

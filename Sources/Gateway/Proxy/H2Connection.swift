@@ -253,12 +253,24 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         flush()
     }
 
+    /// Buffered response bytes (process-wide) above which the heap is trimmed once they fall under `trimLowWater`.
+    static let trimHighWater = 16 << 20
+    static let trimLowWater = 1 << 20
+
     /// Brings the process-wide count up to date with this connection's buffered bytes.
     private func syncBuffered() {
         let now = closed ? 0 : session.totalBufferedBytes
-        if now != reportedBuffered {
-            context.shared?.h2BufferedResponseBytes.add(now - reportedBuffered, ordering: .relaxed)
+        if now != reportedBuffered, let shared = context.shared {
+            let total = shared.h2BufferedResponseBytes.add(now - reportedBuffered, ordering: .relaxed).newValue
             reportedBuffered = now
+            // Memory returned when idle (issue 15 #4): glibc keeps freed buffers in its arenas, so after a burst of
+            // buffering (zero-window clients) the heap is trimmed once the buffers are gone.
+            if total > Self.trimHighWater {
+                if !shared.h2BufferedWasHigh.load(ordering: .relaxed) { shared.h2BufferedWasHigh.store(true, ordering: .relaxed) }
+            } else if total < Self.trimLowWater, shared.h2BufferedWasHigh.load(ordering: .relaxed),
+                      shared.h2BufferedWasHigh.exchange(false, ordering: .relaxed) {
+                context.scheduleMemoryTrim()
+            }
         }
     }
 

@@ -79,6 +79,8 @@ final class H2StreamExchange: ExchangeResponder {
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
     }
 
+    func acceptsResponseBody(exchange ex: Exchange) -> Bool { connection.acceptsMore(streamID) }
+
     func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
         connection.sendData(streamID, data, endStream: false)
         connection.streamProgressed()

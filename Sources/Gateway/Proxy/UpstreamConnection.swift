@@ -266,7 +266,7 @@ final class UpstreamConnection: EventHandler {
                     let framing = head.framing(requestMethod: method)
                     keepAlive = head.keepAlive
                     arm(.responseTimeout, after: pool.settings.responseTimeout)
-                    client.upstreamResponseHead(head, framing: framing)
+                    let wantsBody = client.upstreamResponseHead(head, framing: framing)
                     switch framing {
                     case .none: complete(); return
                     case .contentLength(let n): phase = n == 0 ? .done : .length(remaining: n)
@@ -274,6 +274,9 @@ final class UpstreamConnection: EventHandler {
                     case .chunked: phase = .chunked; decoder.reset()
                     case .untilClose: phase = .untilClose; keepAlive = false
                     }
+                    // The client's buffers are full (an HTTP/2 stream or connection at its limit): read no body
+                    // until it drains; what the last read brought stays in `inBuf`.
+                    if !wantsBody { readPaused = true; return }
                 }
             case .length(let remaining):
                 let available = inBuf.readableCount

@@ -3,8 +3,10 @@ import HTTPWire
 /// Whoever an upstream exchange answers to: an HTTP/1.1 client connection, or one HTTP/2 stream.
 /// Called on the loop thread by `UpstreamConnection`.
 protocol UpstreamOwner: AnyObject {
-    /// The final response head arrived (1xx are skipped).
-    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming)
+    /// The final response head arrived (1xx are skipped). Returns false when no body bytes are wanted yet (the
+    /// client's buffers are full): the upstream then stops reading before the first body byte, until
+    /// `UpstreamConnection.clientDrained()`.
+    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool
     /// Body bytes; return false to make the upstream stop reading until `UpstreamConnection.clientDrained()`.
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool
     /// The response is complete.

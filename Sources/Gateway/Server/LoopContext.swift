@@ -1,3 +1,4 @@
+import CSystemShims
 import AppCheck
 import EventLoop
 import Foundation
@@ -262,6 +263,14 @@ final class LoopContext {
     /// each writes once at the end of the batch, so responses finished together share one TLS record and one
     /// write instead of one per stream event.
     private var h2FlushQueue: [H2Connection] = []
+
+    /// Trims the heap one second after asked (`H2Connection.syncBuffered`): by then the streams' upstream
+    /// connections and buffers of the burst are freed too.
+    private let trimTimer = LoopTimer { CSystemShims_malloc_trim() }
+
+    func scheduleMemoryTrim() {
+        if !trimTimer.isArmed { loop.schedule(trimTimer, at: loop.now + 1_000_000_000) }
+    }
 
     func scheduleFlush(_ connection: H2Connection) {
         h2FlushQueue.append(connection)

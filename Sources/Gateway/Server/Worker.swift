@@ -174,6 +174,9 @@ final class SharedState: Sendable {
     /// HTTP/2 response bytes buffered in the process, waiting for clients' flow-control windows or sockets
     /// (`gateway_h2_buffered_response_bytes`; bounded by `H2Connection.processBufferLimit`).
     let h2BufferedResponseBytes = Atomic<Int>(0)
+    /// Set once `h2BufferedResponseBytes` passed `H2Connection.trimHighWater`; cleared (and the heap trimmed) when
+    /// it is back under `trimLowWater`.
+    let h2BufferedWasHigh = Atomic<Bool>(false)
 }
 
 import JSONLog
