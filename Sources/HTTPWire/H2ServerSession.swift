@@ -496,19 +496,14 @@ public final class H2ServerSession {
         if isPseudo {
             // Pseudo-fields come first and once each (RFC 9113 §8.3); a switch on the name, no key paths.
             guard stream.fields.isEmpty, stream.cookie == nil, stream.hostValue == nil else { reject(stream); return }
+            func setOnce(_ slot: inout [UInt8]?) {
+                if slot == nil { slot = Array(value) } else { reject(stream) }
+            }
             switch name.count {
-            case 5 where HTTPSyntax.equalsLowercased(name, ":path"):
-                guard stream.path == nil else { reject(stream); return }
-                stream.path = Array(value)
-            case 7 where HTTPSyntax.equalsLowercased(name, ":method"):
-                guard stream.method == nil else { reject(stream); return }
-                stream.method = Array(value)
-            case 7 where HTTPSyntax.equalsLowercased(name, ":scheme"):
-                guard stream.scheme == nil else { reject(stream); return }
-                stream.scheme = Array(value)
-            case 10 where HTTPSyntax.equalsLowercased(name, ":authority"):
-                guard stream.authority == nil else { reject(stream); return }
-                stream.authority = Array(value)
+            case 5 where HTTPSyntax.equalsLowercased(name, ":path"): setOnce(&stream.path)
+            case 7 where HTTPSyntax.equalsLowercased(name, ":method"): setOnce(&stream.method)
+            case 7 where HTTPSyntax.equalsLowercased(name, ":scheme"): setOnce(&stream.scheme)
+            case 10 where HTTPSyntax.equalsLowercased(name, ":authority"): setOnce(&stream.authority)
             default:
                 reject(stream) // :protocol (extended CONNECT is not enabled) or unknown
             }
