@@ -175,7 +175,7 @@ start_nginx_proxy() {
         cat <<EOF
     upstream b {
         server 127.0.0.1:$backend;
-        keepalive 128;
+        keepalive 1024;
         keepalive_requests 1000000;
         keepalive_timeout 300s;
     }
@@ -219,7 +219,7 @@ app_check:
   project_number: "123456789012"
 ${GATEWAY_APP_CHECK_YAML:-}
 upstreams:
-  api: { url: "http://127.0.0.1:$backend", max_idle_connections: 128 }
+  api: { url: "http://127.0.0.1:$backend", max_idle_connections: 1024 }
 routes:
 $routes
 ${GATEWAY_EXTRA_YAML:-}
