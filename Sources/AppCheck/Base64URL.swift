@@ -26,20 +26,6 @@ public enum Base64URL {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// 0...63 for an alphabet byte, 0xFF otherwise. Arithmetic, not a table: a global table costs a lazy-init
-    /// check per character (issue 10 measured ~50 instructions per character that way).
-    @inline(__always)
-    static func value(of byte: UInt8) -> UInt8 {
-        switch byte {
-        case 0x41...0x5A: return byte &- 0x41        // A-Z
-        case 0x61...0x7A: return byte &- 0x61 &+ 26  // a-z
-        case 0x30...0x39: return byte &- 0x30 &+ 52  // 0-9
-        case 0x2D: return 62                         // -
-        case 0x5F: return 63                         // _
-        default: return 0xFF
-        }
-    }
-
     /// Decodes strict, unpadded, canonical base64url; `nil` on any deviation.
     public static func decode<Bytes: Collection>(_ text: Bytes) -> [UInt8]? where Bytes.Element == UInt8 {
         if let result = text.withContiguousStorageIfAvailable({ decode(UnsafeRawBufferPointer($0)) }) {
@@ -53,28 +39,18 @@ public enum Base64URL {
         let count = text.count
         if count % 4 == 1 { return nil }
         let outCount = count / 4 * 3 + max(0, count % 4 - 1)
-        // Longer inputs (signatures, payloads) read a 256-byte table built on the stack for this call: one load
-        // per character instead of the range checks of `value(of:)`.
-        if count >= 64 {
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { table in
-                table.initialize(repeating: 0xFF)
-                for i in 0..<26 {
-                    table[0x41 + i] = UInt8(i)
-                    table[0x61 + i] = UInt8(26 + i)
-                }
-                for i in 0..<10 { table[0x30 + i] = UInt8(52 + i) }
-                table[0x2D] = 62
-                table[0x5F] = 63
-                let lookup = UnsafePointer(table.baseAddress!)
-                return decode(text, outCount: outCount) { lookup[Int($0)] }
-            }
+        // The decode table (0...63 for an alphabet byte, 0xFF otherwise) is built on the stack for each call from
+        // `alphabet`: one load per character, where a global table cost a lazy-initialisation check per character.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { table -> [UInt8]? in
+            table.initialize(repeating: 0xFF)
+            for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
+            return decode(text, outCount: outCount, table: UnsafePointer(table.baseAddress!))
         }
-        return decode(text, outCount: outCount) { value(of: $0) }
     }
 
-    @inline(__always)
-    private static func decode(_ text: UnsafeRawBufferPointer, outCount: Int, value: (UInt8) -> UInt8) -> [UInt8]? {
+    private static func decode(_ text: UnsafeRawBufferPointer, outCount: Int, table: UnsafePointer<UInt8>) -> [UInt8]? {
         let count = text.count
+        func value(_ byte: UInt8) -> UInt8 { table[Int(byte)] }
         var valid = true
         let out = [UInt8](unsafeUninitializedCapacity: outCount) { out, initialized in
             var i = 0, o = 0

@@ -17,7 +17,6 @@ public enum JSONValue: Sendable, Equatable {
     /// `null`.
     case null
 
-    /// The member named `key` (exact UTF-8 match) when this is an object, else `nil`.
     /// A key of at most 8 UTF-8 bytes packed little-endian with its length, for matching an object's members
     /// against known short names in one pass (`ShortKey("iss")`); nil for a longer key. Byte equality, as
     /// `member(_:)`.
@@ -38,6 +37,7 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// The member named `key` (exact UTF-8 match) when this is an object, else `nil`.
     public func member(_ key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         for member in members where utf8Equal(member.key, key) {

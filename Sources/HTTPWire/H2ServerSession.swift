@@ -516,17 +516,7 @@ public final class H2ServerSession {
             reject(stream)
             return
         }
-        // Connection-specific fields (RFC 9113 §8.2.2), by length first.
-        let connectionSpecific: Bool
-        switch name.count {
-        case 7: connectionSpecific = HTTPSyntax.equalsLowercased(name, "upgrade")
-        case 10: connectionSpecific = HTTPSyntax.equalsLowercased(name, "connection")
-            || HTTPSyntax.equalsLowercased(name, "keep-alive")
-        case 16: connectionSpecific = HTTPSyntax.equalsLowercased(name, "proxy-connection")
-        case 17: connectionSpecific = HTTPSyntax.equalsLowercased(name, "transfer-encoding")
-        default: connectionSpecific = false
-        }
-        if connectionSpecific {
+        if HTTPHeaderName.isConnectionSpecific(name) {
             reject(stream)
             return
         }
@@ -769,21 +759,14 @@ public struct H2HeaderList {
     /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
     public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
         guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value) else { return }
-        switch name.count {
-        case 2: if HTTPSyntax.equalsLowercased(name, "te") { return }
-        case 7: if HTTPSyntax.equalsLowercased(name, "upgrade") { return }
-        case 10:
-            if HTTPSyntax.equalsLowercased(name, "keep-alive") { return }
-            if HTTPSyntax.equalsLowercased(name, "connection") {
+        if HTTPHeaderName.isConnectionSpecific(name) || (name.count == 2 && HTTPSyntax.equalsLowercased(name, "te")) {
+            if name.count == 10, HTTPSyntax.equalsLowercased(name, "connection") {
                 HTTPHeaders.forEachListElement(value) { token in
                     connectionTokens.append(token.map(HTTPSyntax.lowercased))
                     return true
                 }
-                return
             }
-        case 16: if HTTPSyntax.equalsLowercased(name, "proxy-connection") { return }
-        case 17: if HTTPSyntax.equalsLowercased(name, "transfer-encoding") { return }
-        default: break
+            return
         }
         let (lower, upper) = HTTPSyntax.trimOWS(value, 0, value.count)
         let nameStart = storage.count

@@ -29,6 +29,19 @@ public enum HTTPHeaderName {
         hopByHop.contains(lowercasedName)
     }
 
+    /// Whether raw field-name bytes (any case) name a connection-specific field that HTTP/2 forbids (RFC 9113
+    /// §8.2.2): `connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`, `upgrade`. By length first;
+    /// does not allocate. (`te` is allowed in requests with the value `trailers`; callers judge it.)
+    public static func isConnectionSpecific(_ name: UnsafeRawBufferPointer) -> Bool {
+        switch name.count {
+        case 7: return HTTPSyntax.equalsLowercased(name, "upgrade")
+        case 10: return HTTPSyntax.equalsLowercased(name, "connection") || HTTPSyntax.equalsLowercased(name, "keep-alive")
+        case 16: return HTTPSyntax.equalsLowercased(name, "proxy-connection")
+        case 17: return HTTPSyntax.equalsLowercased(name, "transfer-encoding")
+        default: return false
+        }
+    }
+
     /// Whether raw field-name bytes (any case) are one of `hopByHop`. Does not allocate.
     public static func isHopByHop(_ name: UnsafeRawBufferPointer) -> Bool {
         for candidate in hopByHop where HTTPSyntax.equalsLowercased(name, candidate) { return true }
