@@ -4,7 +4,7 @@ import PackageDescription
 /// Release builds of our own modules skip Swift's dynamic exclusivity checks: they were a quarter of the
 /// instructions per proxied request (Benchmarks/callgrind.sh), and these modules keep every mutable state
 /// confined to one loop thread. Debug builds, and so `swift test`, keep the checks.
-let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
 
 let package = Package(
     name: "appcheck-gateway",

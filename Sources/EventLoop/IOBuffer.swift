@@ -1,3 +1,5 @@
+import Glibc
+
 /// A growable byte buffer with a reader and a writer index over one allocation (like NIO's `ByteBuffer`,
 /// but a final class so a connection reuses one for its whole life without copy-on-write checks).
 ///
@@ -9,13 +11,31 @@ public final class IOBuffer {
     public private(set) var readerIndex = 0
     public private(set) var writerIndex = 0
 
-    /// - Parameter capacity: initial allocation in bytes (at least 64).
+    /// - Parameter capacity: initial allocation in bytes; 0 (or `releasedCapacity`) allocates nothing until the
+    ///   first write.
     public init(capacity: Int = 4096) {
-        self.capacity = max(Self.releasedCapacity, capacity)
-        base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
+        if capacity <= Self.releasedCapacity {
+            self.capacity = 0
+            base = Self.noStorage
+        } else {
+            self.capacity = capacity
+            base = Self.allocate(capacity)
+        }
     }
 
-    deinit { base.deallocate() }
+    deinit { if capacity > 0 { free(base) } }
+
+    /// Storage comes from `malloc` (16-byte aligned on every platform we build for): Swift's
+    /// `UnsafeMutableRawPointer.allocate` always takes the runtime's aligned path (`posix_memalign`), several
+    /// times the cost, and a connection grows and releases its buffers once per request.
+    @inline(__always)
+    private static func allocate(_ count: Int) -> UnsafeMutableRawPointer {
+        guard let pointer = malloc(count) else { fatalError("IOBuffer: out of memory allocating \(count) bytes") }
+        return pointer
+    }
+
+    /// What `base` points at while the buffer owns no storage (capacity 0): never read or written through.
+    nonisolated(unsafe) private static let noStorage: UnsafeMutableRawPointer = malloc(16)!
 
     /// Number of unread bytes.
     @inline(__always) public var readableCount: Int { writerIndex - readerIndex }
@@ -59,25 +79,25 @@ public final class IOBuffer {
         }
         var newCapacity = max(capacity, Self.minimumGrowth)
         while newCapacity - writerIndex < count { newCapacity *= 2 }
-        let newBase = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
+        let newBase = Self.allocate(newCapacity)
         if writerIndex > 0 { newBase.copyMemory(from: base, byteCount: writerIndex) }
-        base.deallocate()
+        if capacity > 0 { free(base) }
         base = newBase
         capacity = newCapacity
     }
 
     /// A released buffer grows straight back to this size on its next use.
     public static let minimumGrowth = 2048
-    /// The allocation a released buffer keeps.
+    /// A buffer created with at most this capacity owns no storage until its first write.
     public static let releasedCapacity = 64
 
-    /// Gives the storage back (keeping `releasedCapacity` bytes) when the buffer is empty: idle connections
-    /// then cost almost nothing. Does nothing while bytes are unread.
+    /// Gives the storage back when the buffer is empty: an idle connection's buffer then costs nothing. Does
+    /// nothing while bytes are unread.
     public func release() {
-        guard isEmpty, capacity > Self.releasedCapacity else { return }
-        base.deallocate()
-        capacity = Self.releasedCapacity
-        base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        guard isEmpty, capacity > 0 else { return }
+        free(base)
+        capacity = 0
+        base = Self.noStorage
         readerIndex = 0
         writerIndex = 0
     }
@@ -85,9 +105,9 @@ public final class IOBuffer {
     /// Releases a large allocation once the buffer is empty, so idle connections stay small.
     public func shrinkIfIdle(to target: Int) {
         guard isEmpty, capacity > target * 4 else { return }
-        base.deallocate()
+        free(base)
         capacity = max(64, target)
-        base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        base = Self.allocate(capacity)
         readerIndex = 0
         writerIndex = 0
     }
@@ -104,6 +124,27 @@ public final class IOBuffer {
     public func append(_ string: String) {
         var s = string
         s.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    public func append(_ string: Substring) {
+        var s = string
+        s.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Appends a literal's bytes, read in place.
+    @inline(__always) public func append(static literal: StaticString) {
+        append(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends a copy of unread bytes `from..<to` of this buffer (indices from `base`, as `writerIndex` gave them).
+    public func appendCopy(from: Int, to: Int) {
+        precondition(from >= readerIndex && from <= to && to <= writerIndex)
+        let count = to - from
+        guard count > 0 else { return }
+        let offset = from - readerIndex
+        reserve(count)  // may move the unread bytes to the front
+        (base + writerIndex).copyMemory(from: base + readerIndex + offset, byteCount: count)
+        writerIndex += count
     }
 
     @inline(__always) public func append(byte: UInt8) {

@@ -1,19 +1,19 @@
 /// Lower-case names of header fields the codec and the proxy treat specially.
 public enum HTTPHeaderName {
     /// `connection` (RFC 9110 §7.6.1).
-    public static let connection = "connection"
+    public static let connection: StaticString = "connection"
     /// `content-length` (RFC 9110 §8.6).
-    public static let contentLength = "content-length"
+    public static let contentLength: StaticString = "content-length"
     /// `transfer-encoding` (RFC 9112 §6.1).
-    public static let transferEncoding = "transfer-encoding"
+    public static let transferEncoding: StaticString = "transfer-encoding"
     /// `host` (RFC 9110 §7.2).
-    public static let host = "host"
+    public static let host: StaticString = "host"
     /// `expect` (RFC 9110 §10.1.1).
-    public static let expect = "expect"
+    public static let expect: StaticString = "expect"
     /// `keep-alive` (RFC 2068 §19.7.1, listed as hop-by-hop in RFC 9110 §7.6.1).
-    public static let keepAlive = "keep-alive"
+    public static let keepAlive: StaticString = "keep-alive"
     /// `upgrade` (RFC 9110 §7.8).
-    public static let upgrade = "upgrade"
+    public static let upgrade: StaticString = "upgrade"
 
     /// The hop-by-hop fields a proxy removes before forwarding (RFC 9110 §7.6.1), lower case:
     /// `connection`, `proxy-connection`, `keep-alive`, `te`, `transfer-encoding`, `upgrade`,
@@ -44,7 +44,7 @@ public enum HTTPHeaderName {
 
     /// Whether raw field-name bytes (any case) are one of `hopByHop`. Does not allocate.
     public static func isHopByHop(_ name: UnsafeRawBufferPointer) -> Bool {
-        for candidate in hopByHop where HTTPSyntax.equalsLowercased(name, candidate) { return true }
+        for candidate in hopByHop where HTTPSyntax.equalsLowercased(name, string: candidate) { return true }
         return false
     }
 }

@@ -92,7 +92,7 @@ public struct HTTPHeaders: Hashable, Sendable {
     /// Whether the name of field `index` equals `lowercaseASCII`, ignoring ASCII case of the field name.
     /// `lowercaseASCII` must be lower case. Does not allocate.
     public func nameEquals(at index: Int, _ lowercaseASCII: String) -> Bool {
-        withNameBytes(at: index) { HTTPSyntax.equalsLowercased($0, lowercaseASCII) }
+        withNameBytes(at: index) { HTTPSyntax.equalsLowercased($0, string: lowercaseASCII) }
     }
 
     /// Index of the first field named `lowercaseASCII` (case-insensitive), or `nil`.

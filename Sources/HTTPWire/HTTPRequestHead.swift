@@ -1,26 +1,29 @@
 /// A parsed and validated HTTP/1.x request head (RFC 9112 §3, §5, §6).
-public struct HTTPRequestHead: Hashable, Sendable {
+///
+/// Immutable, and a class: a request's head is handed from the parser to the connection, the exchange, admission and
+/// the App Check step, and each hand-over of a struct of six reference-counted fields cost six retains and releases.
+public final class HTTPRequestHead: Hashable, Sendable {
     /// The method, case preserved (RFC 9110 §9.1: methods are case-sensitive). Always a token.
-    public var method: String
+    public let method: String
     /// The raw request-target (RFC 9112 §3.2), unmodified: 1 or more bytes in 0x21–0x7E.
-    public var target: String
+    public let target: String
     /// `0` for HTTP/1.0, `1` for HTTP/1.1; other versions never get this far.
-    public var versionMinor: Int
+    public let versionMinor: Int
     /// All header fields, in arrival order.
-    public var headers: HTTPHeaders
+    public let headers: HTTPHeaders
     /// How the body is delimited (RFC 9112 §6.3).
-    public var framing: RequestBodyFraming
+    public let framing: RequestBodyFraming
     /// Whether the connection may be reused after this request (RFC 9112 §9.3): HTTP/1.1 unless
     /// `Connection: close`; HTTP/1.0 only with `Connection: keep-alive` and without `close`.
-    public var keepAlive: Bool
+    public let keepAlive: Bool
     /// `Expect: 100-continue` on an HTTP/1.1 request (RFC 9110 §10.1.1; ignored on HTTP/1.0 as required).
-    public var expectContinue: Bool
+    public let expectContinue: Bool
     /// Lower-cased tokens of all `Connection` fields, in order: the extra hop-by-hop fields to remove
     /// before forwarding (RFC 9110 §7.6.1).
-    public var connectionTokens: [String]
+    public let connectionTokens: [String]
     /// The value of the single `Host` field (RFC 9110 §7.2), possibly empty; `nil` for an HTTP/1.0
     /// request without one.
-    public var host: String?
+    public let host: String?
 
     /// Creates a head; the parser is the normal source.
     public init(
@@ -37,5 +40,24 @@ public struct HTTPRequestHead: Hashable, Sendable {
         self.expectContinue = expectContinue
         self.connectionTokens = connectionTokens
         self.host = host
+    }
+
+    public static func == (lhs: HTTPRequestHead, rhs: HTTPRequestHead) -> Bool {
+        lhs === rhs || (lhs.method == rhs.method && lhs.target == rhs.target && lhs.versionMinor == rhs.versionMinor
+            && lhs.headers == rhs.headers && lhs.framing == rhs.framing && lhs.keepAlive == rhs.keepAlive
+            && lhs.expectContinue == rhs.expectContinue && lhs.connectionTokens == rhs.connectionTokens
+            && lhs.host == rhs.host)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(method)
+        hasher.combine(target)
+        hasher.combine(versionMinor)
+        hasher.combine(headers)
+        hasher.combine(framing)
+        hasher.combine(keepAlive)
+        hasher.combine(expectContinue)
+        hasher.combine(connectionTokens)
+        hasher.combine(host)
     }
 }

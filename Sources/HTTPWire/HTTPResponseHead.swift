@@ -1,22 +1,25 @@
 /// A parsed and validated HTTP/1.x response head from an upstream (RFC 9112 §4, §5, §6).
-public struct HTTPResponseHead: Hashable, Sendable {
+///
+/// Immutable, and a class for the same reason as `HTTPRequestHead`: it is handed along (parser, upstream connection,
+/// exchange, responder) without retaining each of its fields at every step.
+public final class HTTPResponseHead: Hashable, Sendable {
     /// The status code, 100–599 (RFC 9110 §15).
-    public var status: Int
+    public let status: Int
     /// The reason phrase, possibly empty (RFC 9112 §4: clients should ignore it).
-    public var reason: String
+    public let reason: String
     /// `0` for HTTP/1.0, `1` for HTTP/1.1.
-    public var versionMinor: Int
+    public let versionMinor: Int
     /// All header fields, in arrival order.
-    public var headers: HTTPHeaders
+    public let headers: HTTPHeaders
     /// The agreed `Content-Length`, when present (RFC 9110 §8.6).
-    public var contentLength: Int64?
+    public let contentLength: Int64?
     /// Whether `Transfer-Encoding: chunked` is present (the only transfer coding accepted).
-    public var isChunked: Bool
+    public let isChunked: Bool
     /// Lower-cased tokens of all `Connection` fields (RFC 9110 §7.6.1).
-    public var connectionTokens: [String]
+    public let connectionTokens: [String]
     /// Whether the upstream connection may be reused according to the version and `Connection`
     /// (RFC 9112 §9.3). The caller must also not reuse it when `framing(requestMethod:)` is `.untilClose`.
-    public var keepAlive: Bool
+    public let keepAlive: Bool
 
     /// Creates a head; the parser is the normal source.
     public init(
@@ -31,6 +34,23 @@ public struct HTTPResponseHead: Hashable, Sendable {
         self.isChunked = isChunked
         self.connectionTokens = connectionTokens
         self.keepAlive = keepAlive
+    }
+
+    public static func == (lhs: HTTPResponseHead, rhs: HTTPResponseHead) -> Bool {
+        lhs === rhs || (lhs.status == rhs.status && lhs.reason == rhs.reason && lhs.versionMinor == rhs.versionMinor
+            && lhs.headers == rhs.headers && lhs.contentLength == rhs.contentLength && lhs.isChunked == rhs.isChunked
+            && lhs.connectionTokens == rhs.connectionTokens && lhs.keepAlive == rhs.keepAlive)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(status)
+        hasher.combine(reason)
+        hasher.combine(versionMinor)
+        hasher.combine(headers)
+        hasher.combine(contentLength)
+        hasher.combine(isChunked)
+        hasher.combine(connectionTokens)
+        hasher.combine(keepAlive)
     }
 
     /// Whether this is an interim (1xx) response, after which the final response follows (RFC 9110 §15.2).

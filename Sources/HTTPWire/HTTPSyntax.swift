@@ -4,14 +4,12 @@ public enum HTTPSyntax {
     /// `tchar` of RFC 9110 §5.6.2: `!#$%&'*+-.^_`|~`, DIGIT and ALPHA.
     @inlinable
     public static func isTChar(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: // DIGIT, ALPHA
-            return true
-        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E:
-            return true
-        default:
-            return false
-        }
+        // One bit per byte value below 128 (two words: 0x00–0x3F, 0x40–0x7F); bytes from 0x80 are not tchar.
+        // Bits set: `!#$%&'*+-.` and DIGIT in the first word; ALPHA, `^_`|~` in the second.
+        let low: UInt64 = 0x03FF_6CFA_0000_0000, high: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+        if byte < 64 { return (low >> UInt64(byte)) & 1 != 0 }
+        if byte < 128 { return (high >> UInt64(byte &- 64)) & 1 != 0 }
+        return false
     }
 
     /// `token = 1*tchar` (RFC 9110 §5.6.2). The empty string is not a token.
@@ -76,24 +74,32 @@ public enum HTTPSyntax {
         (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
     }
 
-    /// Case-insensitive ASCII comparison of raw bytes with a string whose letters are already lower case.
-    /// Does not allocate.
-    public static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, _ lowercaseASCII: String) -> Bool {
-        let utf8 = lowercaseASCII.utf8
+    /// Case-insensitive ASCII comparison of raw bytes with a literal whose letters are already lower case.
+    /// Does not allocate; the literal's bytes are read in place (a `String` literal would go through its UTF-8
+    /// view, several times the cost, and this runs for most header fields of every message).
+    @inlinable
+    public static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, _ lowercaseASCII: StaticString) -> Bool {
+        let count = lowercaseASCII.utf8CodeUnitCount
         // Lengths first: most comparisons of header names fail here, without touching the bytes.
-        guard utf8.count == bytes.count else { return false }
-        if let equal = utf8.withContiguousStorageIfAvailable({ expected -> Bool in
-            for i in 0..<expected.count where lowercased(bytes[i]) != expected[i] { return false }
-            return true
-        }) {
-            return equal
-        }
+        guard count == bytes.count else { return false }
+        let expected = lowercaseASCII.utf8Start
         var index = 0
-        for expected in utf8 {
-            guard lowercased(bytes[index]) == expected else { return false }
+        while index < count {
+            guard lowercased(bytes[index]) == expected[index] else { return false }
             index += 1
         }
         return true
+    }
+
+    /// Case-insensitive ASCII comparison of raw bytes with a string whose letters are already lower case
+    /// (for names known only at run time, such as `Connection` tokens). Does not allocate.
+    public static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, string lowercaseASCII: String) -> Bool {
+        guard lowercaseASCII.utf8.count == bytes.count else { return false }
+        var expected = lowercaseASCII
+        return expected.withUTF8 { utf8 in
+            for i in 0..<utf8.count where lowercased(bytes[i]) != utf8[i] { return false }
+            return true
+        }
     }
 
     /// Range of `bytes[start..<end]` without leading and trailing OWS.

@@ -165,11 +165,16 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if readPaused { readPending = true }
     }
 
-    /// Reads go into the loop's scratch buffer when nothing is pending.
+    /// Reads go into the loop's scratch buffer when nothing is pending (into a buffer of the connection's own when
+    /// another reader holds the scratch buffer: the shared `emptyBuffer` is never written to).
     private func borrowScratch() {
         guard inBuf.isEmpty && !borrowed else { return }
-        inBuf = context.scratch
-        borrowed = true
+        if let scratch = context.lendScratch() {
+            inBuf = scratch
+            borrowed = true
+        } else if inBuf === context.emptyBuffer {
+            inBuf = IOBuffer(capacity: Self.readSize)
+        }
     }
 
     /// Keeps only the leftover bytes (a partial head, pipelined requests, unforwarded body).
@@ -184,7 +189,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             own.append(scratch.readable)
             inBuf = own
         }
-        scratch.clear()
+        context.returnScratch()
     }
 
     private func pauseReading() { readPaused = true }

@@ -60,8 +60,8 @@ final class Exchange: UpstreamOwner {
     /// the exchange waits for its App Check answer).
     private var routes: Runtime?
     private var upstream: UpstreamConnection?
-    /// The upstream request head (only body-less requests other than POST and PATCH), kept for the one retry.
-    private var retainedRequest: [UInt8]?
+    /// The request may be sent once more (body-less, neither POST nor PATCH): `head` and `target` are kept for it.
+    private var retryable = false
     private var retried = false
     private var chunkedUpstream = false
     /// `Expect: 100-continue` was sent with a body (RFC 9110 §10.1.1): `100 Continue` is owed once the body is wanted.
@@ -165,32 +165,48 @@ final class Exchange: UpstreamOwner {
     }
 
     private func forward() {
-        guard let head, let target, let responder, let routes, routeIndex >= 0 else { return }
+        guard let responder, let routes, routeIndex >= 0 else { return }
         let pool = context.pool(for: routes.routes[routeIndex].upstreamIndex)
         self.pool = pool
-        guard let requestHead = RequestHeadWriter.write(
-            head: head, target: target, route: routes.routes[routeIndex], upstream: pool.settings, requestId: requestId,
-            appCheck: appCheck,
-            peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme) else {
+        guard writeRequestHead(responder) else {
             respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
             return
         }
-        if method != "POST" && method != "PATCH" && bodyEnded { retainedRequest = requestHead }
-        self.head = nil
-        self.target = nil
+        // A body-less request other than POST and PATCH may be sent once more on a fresh connection (the pooled one
+        // was stale): its head is written again then, so the head stays; otherwise it is dropped now.
+        retryable = method != "POST" && method != "PATCH" && bodyEnded
+        if !retryable {
+            self.head = nil
+            self.target = nil
+        }
         stage = .forwarding
         upstreamStart = context.loop.now
-        connectUpstream(requestHead)
+        connectUpstream()
     }
 
-    private func connectUpstream(_ requestHead: [UInt8]) {
+    /// Writes the upstream request head into the loop's head buffer (`LoopContext.requestHeadBuffer`), which
+    /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
+    private func writeRequestHead(_ responder: ExchangeResponder) -> Bool {
+        guard let head, let target, let routes, routeIndex >= 0, let pool else { return false }
+        let out = context.requestHeadBuffer
+        out.clear()
+        return RequestHeadWriter.write(
+            head: head, target: target, route: routes.routes[routeIndex], upstream: pool.settings, requestId: requestId,
+            appCheck: appCheck,
+            peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme, into: out)
+    }
+
+    /// Sends the head in `LoopContext.requestHeadBuffer` (written just before) on a pooled or new connection.
+    private func connectUpstream() {
         guard let pool else { return }
         switch pool.acquire(for: self, method: method) {
         case .failure(let kind):
             upstreamFailed(kind)
         case .success(let up):
             upstream = up
-            up.send(requestHead)
+            let out = context.requestHeadBuffer
+            up.send(out.readable)
+            out.clear()
             if !pendingBody.isEmpty {
                 let body = pendingBody
                 pendingBody = []
@@ -359,9 +375,11 @@ final class Exchange: UpstreamOwner {
             finish()
             return
         }
-        if kind.isRetryable, !retried, let request = retainedRequest {
+        if kind.isRetryable, !retried, retryable, let responder, writeRequestHead(responder) {
             retried = true
-            connectUpstream(request)
+            head = nil
+            target = nil
+            connectUpstream()
             return
         }
         if kind == .responseTimeout || kind == .connectTimeout {

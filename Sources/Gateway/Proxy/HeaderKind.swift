@@ -46,7 +46,7 @@ enum HeaderKind {
 
     /// True when `name` is one of the tokens listed in the message's `Connection` headers.
     static func isListed(_ name: UnsafeRawBufferPointer, in tokens: [String]) -> Bool {
-        for t in tokens where t.utf8.count == name.count && HTTPSyntax.equalsLowercased(name, t) { return true }
+        for t in tokens where t.utf8.count == name.count && HTTPSyntax.equalsLowercased(name, string: t) { return true }
         return false
     }
 }

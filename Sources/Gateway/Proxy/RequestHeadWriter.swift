@@ -10,138 +10,162 @@ import HTTPWire
 /// Defence in depth (docs/behaviour.md): whatever its source (client, claim, config), no CR, LF or NUL ever reaches the
 /// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
 enum RequestHeadWriter {
+    /// The head as a new array (tests and slow paths); nil when a value would carry CR, LF or NUL.
     static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
                       requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
                       scheme: String) -> [UInt8]? {
-        var out: [UInt8] = []
-        out.reserveCapacity(head.headers.bytes.count + 256)
+        let out = IOBuffer(capacity: 0)
+        guard write(head: head, target: target, route: route, upstream: upstream, requestId: requestId,
+                    appCheck: appCheck, peerIP: peerIP, trusted: trusted, scheme: scheme, into: out) else { return nil }
+        return out.readableBytes()
+    }
+
+    /// Appends the head to `out`, which must be empty (the loop's reusable head buffer on the request path: no
+    /// allocation per request). Returns false, with `out` holding a partial head the caller discards, when a value
+    /// would carry CR, LF or NUL.
+    static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
+                      requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
+                      scheme: String, into out: IOBuffer) -> Bool {
+        precondition(out.readerIndex == 0, "RequestHeadWriter: the output buffer must start empty")
+        out.reserve(head.headers.bytes.count + 512)
         // Start of the current value: each value is scanned for CR/LF/NUL once written.
-        var mark = 0
+        var mark = out.writerIndex
         var safe = true
         func checkValue() {
             if safe && hasLineBreakOrNUL(out, from: mark) { safe = false }
         }
-        out.appendUTF8(head.method)
-        out.append(UInt8(ascii: " "))
-        out.appendUTF8(upstream.basePath)
-        out.appendUTF8(target.path)
+        out.append(head.method)
+        out.append(byte: UInt8(ascii: " "))
+        out.append(upstream.basePath)
+        out.append(target.path)
         if let q = target.query {
-            out.append(UInt8(ascii: "?"))
-            out.appendUTF8(q)
+            out.append(byte: UInt8(ascii: "?"))
+            out.append(q)
         }
         checkValue()
-        out.appendUTF8(" HTTP/1.1\r\n")
+        out.append(static: " HTTP/1.1\r\n")
 
-        var host: String? = target.absoluteHost
-        var clientForwardedFor: [UInt8]?
-        var clientProto: [UInt8]?
-        var clientHost: [UInt8]?
+        var host: UnsafeRawBufferPointer?
+        var clientForwardedFor: UnsafeRawBufferPointer?
+        var moreForwardedFor: [UnsafeRawBufferPointer] = []
+        var clientProto: UnsafeRawBufferPointer?
+        var clientHost: UnsafeRawBufferPointer?
         let tokens = head.connectionTokens
         head.headers.bytes.withUnsafeBytes { raw in
             for f in head.headers.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
                 let value = UnsafeRawBufferPointer(rebasing: raw[Int(f.valueStart)..<Int(f.valueEnd)])
-                let kind = HeaderKind.classify(name)
-                switch kind {
+                switch HeaderKind.classify(name) {
                 case .pass:
                     if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
                     if name.contains(UInt8(ascii: "_")) { continue }
-                    out.append(contentsOf: name)
-                    out.append(UInt8(ascii: ":"))
-                    out.append(UInt8(ascii: " "))
-                    mark = out.count
-                    out.append(contentsOf: value)
+                    out.append(name)
+                    out.append(static: ": ")
+                    mark = out.writerIndex
+                    out.append(value)
                     checkValue()
-                    out.append(13); out.append(10)
+                    out.append(static: "\r\n")
                 case .token:
                     if route.forwardToken {
-                        out.append(contentsOf: name)
-                        out.appendUTF8(": ")
-                        mark = out.count
-                        out.append(contentsOf: value)
+                        out.append(name)
+                        out.append(static: ": ")
+                        mark = out.writerIndex
+                        out.append(value)
                         checkValue()
-                        out.append(13); out.append(10)
+                        out.append(static: "\r\n")
                     }
                 case .host:
-                    if host == nil { host = String(decoding: value, as: UTF8.self) }
+                    if host == nil { host = value }
                 case .forwardedFor:
                     if trusted {
-                        if clientForwardedFor == nil { clientForwardedFor = Array(value) } else {
-                            clientForwardedFor!.append(contentsOf: ", ".utf8)
-                            clientForwardedFor!.append(contentsOf: value)
-                        }
+                        if clientForwardedFor == nil { clientForwardedFor = value } else { moreForwardedFor.append(value) }
                     }
                 case .forwardedProto:
-                    if trusted && clientProto == nil { clientProto = Array(value) }
+                    if trusted && clientProto == nil { clientProto = value }
                 case .forwardedHost:
-                    if trusted && clientHost == nil { clientHost = Array(value) }
+                    if trusted && clientHost == nil { clientHost = value }
                 case .hopByHop, .appCheckInternal, .requestId, .contentLength, .expect:
                     continue
                 }
             }
-        }
-        // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none: name the upstream.
-        out.appendUTF8("Host: ")
-        mark = out.count
-        out.appendUTF8(host ?? upstream.authority)
-        checkValue()
-        out.append(13); out.append(10)
-        out.appendUTF8("X-Forwarded-For: ")
-        mark = out.count
-        if let xff = clientForwardedFor, !xff.isEmpty {
-            out.append(contentsOf: xff)
-            out.appendUTF8(", ")
-        }
-        out.appendUTF8(peerIP)
-        checkValue()
-        out.appendUTF8("\r\nX-Forwarded-Proto: ")
-        mark = out.count
-        out.append(contentsOf: clientProto ?? Array(scheme.utf8))
-        checkValue()
-        if let h = clientHost ?? host.map({ Array($0.utf8) }) {
-            out.appendUTF8("\r\nX-Forwarded-Host: ")
-            mark = out.count
-            out.append(contentsOf: h)
+            // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none: name the upstream. An
+            // absolute-form target's authority wins over the field (RFC 9112 §3.2.2).
+            out.append(static: "Host: ")
+            mark = out.writerIndex
+            let hostStart = mark
+            if let absolute = target.absoluteHost { out.append(absolute) } else if let host { out.append(host) } else {
+                out.append(upstream.authority)
+            }
+            let hostEnd = out.writerIndex
             checkValue()
+            out.append(static: "\r\nX-Forwarded-For: ")
+            mark = out.writerIndex
+            if let xff = clientForwardedFor {
+                out.append(xff)
+                for more in moreForwardedFor {
+                    out.append(static: ", ")
+                    out.append(more)
+                }
+                if !xff.isEmpty || !moreForwardedFor.isEmpty { out.append(static: ", ") }
+            }
+            out.append(peerIP)
+            checkValue()
+            out.append(static: "\r\nX-Forwarded-Proto: ")
+            mark = out.writerIndex
+            if let clientProto { out.append(clientProto) } else { out.append(scheme) }
+            checkValue()
+            if let clientHost {
+                out.append(static: "\r\nX-Forwarded-Host: ")
+                mark = out.writerIndex
+                out.append(clientHost)
+                checkValue()
+            } else if target.absoluteHost != nil || host != nil {
+                // The same bytes as the Host line written above (already checked).
+                out.append(static: "\r\nX-Forwarded-Host: ")
+                out.appendCopy(from: hostStart, to: hostEnd)
+            }
         }
-        out.appendUTF8("\r\nX-Request-Id: ")
-        mark = out.count
-        out.appendUTF8(requestId)
+        out.append(static: "\r\nX-Request-Id: ")
+        mark = out.writerIndex
+        out.append(requestId)
         checkValue()
-        out.appendUTF8("\r\nX-AppCheck-Status: ")
-        mark = out.count
-        out.appendUTF8(appCheck.status)
+        out.append(static: "\r\nX-AppCheck-Status: ")
+        mark = out.writerIndex
+        out.append(appCheck.status)
         checkValue()
         if appCheck.status == "verified", let appId = appCheck.appId {
-            out.appendUTF8("\r\nX-AppCheck-App-Id: ")
-            mark = out.count
-            out.appendUTF8(appId)
+            out.append(static: "\r\nX-AppCheck-App-Id: ")
+            mark = out.writerIndex
+            out.append(appId)
             checkValue()
         }
         if route.enforcement == .monitor, appCheck.status != "verified", appCheck.status != "skipped",
            let reason = appCheck.reason {
-            out.appendUTF8("\r\nX-AppCheck-Reason: ")
-            mark = out.count
-            out.appendUTF8(reason)
+            out.append(static: "\r\nX-AppCheck-Reason: ")
+            mark = out.writerIndex
+            out.append(reason)
             checkValue()
         }
         switch head.framing {
         case .none: break
         case .contentLength(let n):
-            out.appendUTF8("\r\nContent-Length: ")
-            out.appendUTF8(String(n))
+            out.append(static: "\r\nContent-Length: ")
+            out.appendDecimal(Int(n))
         case .chunked:
-            out.appendUTF8("\r\nTransfer-Encoding: chunked")
+            out.append(static: "\r\nTransfer-Encoding: chunked")
         }
-        out.appendUTF8("\r\n\r\n")
-        return safe ? out : nil
+        out.append(static: "\r\n\r\n")
+        return safe
     }
 
-    /// True when `bytes[from...]` holds CR, LF or NUL: what could end a header line or a request early.
-    static func hasLineBreakOrNUL(_ bytes: [UInt8], from: Int) -> Bool {
+    /// True when the written bytes of `out` from index `from` hold CR, LF or NUL: what could end a header line or a
+    /// request early.
+    static func hasLineBreakOrNUL(_ out: IOBuffer, from: Int) -> Bool {
+        let bytes = out.base
         var i = from
-        while i < bytes.count {
-            let b = bytes[i]
+        let end = out.writerIndex
+        while i < end {
+            let b = bytes.load(fromByteOffset: i, as: UInt8.self)
             if b == 13 || b == 10 || b == 0 { return true }
             i += 1
         }

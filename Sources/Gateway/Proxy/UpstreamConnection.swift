@@ -21,7 +21,11 @@ final class UpstreamConnection: EventHandler {
     let pool: UpstreamPool
     private(set) var state: State
     let outBuf = IOBuffer(capacity: 2048)
-    private let inBuf = IOBuffer(capacity: 4096)
+    /// Unprocessed response bytes. While reading it is usually the loop's shared scratch buffer (`borrowed`); only
+    /// bytes left over after processing (a partial head, body held back for a slow client) move into `ownBuf`.
+    private var inBuf: IOBuffer
+    private let ownBuf = IOBuffer(capacity: 0)
+    private var borrowed = false
     private var parser: HTTPResponseHeadParser
     private var decoder: ChunkedDecoder
     private var phase = ResponsePhase.done
@@ -48,6 +52,7 @@ final class UpstreamConnection: EventHandler {
         self.tls = tls
         state = connected && tls == nil ? .active : .connecting
         tcpConnected = connected
+        inBuf = ownBuf
         let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
@@ -82,7 +87,7 @@ final class UpstreamConnection: EventHandler {
         client = nil
         phase = .done
         outBuf.shrinkIfIdle(to: 2048)
-        inBuf.shrinkIfIdle(to: 4096)
+        ownBuf.release()
         deadline = until
         deadlineKind = .reset
         guard state != .closed else { return }
@@ -195,8 +200,26 @@ final class UpstreamConnection: EventHandler {
         if state == .active && events & EventLoop.writable != 0 { flushOut() }
     }
 
+    /// Reads go into the loop's scratch buffer when nothing is pending.
+    private func borrowScratch() {
+        guard inBuf.isEmpty, !borrowed, let scratch = pool.context.lendScratch() else { return }
+        inBuf = scratch
+        borrowed = true
+    }
+
+    /// Keeps only the leftover bytes in the connection's own buffer.
+    private func returnScratch() {
+        guard borrowed else { return }
+        borrowed = false
+        if !inBuf.isEmpty && state != .closed { ownBuf.append(inBuf.readable) }
+        inBuf = ownBuf
+        pool.context.returnScratch()
+    }
+
     private func readResponse() {
         readPending = false
+        borrowScratch()
+        defer { returnScratch() }
         while state != .closed {
             if readPaused { readPending = true; return }
             switch transportRead() {

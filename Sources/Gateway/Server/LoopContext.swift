@@ -48,8 +48,28 @@ final class LoopContext {
     /// Where connections report closing (the worker; it outlives the context's connections).
     unowned(unsafe) var connections: ConnectionTable!
     private var logBuffer = IOBuffer(capacity: 16 * 1024)
-    /// The read buffer client connections borrow while reading (one loop reads one socket at a time).
-    let scratch = IOBuffer(capacity: 64 * 1024)
+    /// The read buffer client and upstream connections borrow while reading (`lendScratch`): a connection keeps a
+    /// buffer of its own only for bytes left over after processing.
+    private let scratch = IOBuffer(capacity: 64 * 1024)
+    /// Where an exchange writes the upstream request head just before sending it (reused: no allocation per request).
+    let requestHeadBuffer = IOBuffer(capacity: 4096)
+    private var scratchLent = false
+
+    /// The loop's shared read buffer, empty, or nil while another reader holds it (a read nested inside another
+    /// connection's processing: an upstream's response finishing a client's exchange lets that client read on).
+    @inline(__always)
+    func lendScratch() -> IOBuffer? {
+        if scratchLent { return nil }
+        scratchLent = true
+        return scratch
+    }
+
+    /// Takes the shared read buffer back (its bytes were processed or copied out).
+    @inline(__always)
+    func returnScratch() {
+        scratch.clear()
+        scratchLent = false
+    }
     /// A shared, always-empty buffer standing in for a connection's input when nothing is pending.
     /// Never written to: a connection swaps in `scratch` or a buffer of its own before appending.
     let emptyBuffer = IOBuffer(capacity: IOBuffer.releasedCapacity)
