@@ -68,8 +68,14 @@ public final class IOBuffer {
     public func clear() { readerIndex = 0; writerIndex = 0 }
 
     /// Makes room for at least `count` more bytes after the writer index, compacting first and then growing.
+    @inline(__always)
     public func reserve(_ count: Int) {
         if capacity - writerIndex >= count { return }
+        grow(count)
+    }
+
+    /// `reserve`'s slow path: compacts, then reallocates.
+    private func grow(_ count: Int) {
         if readerIndex > 0 {
             let n = readableCount
             if n > 0 { (base).copyMemory(from: base + readerIndex, byteCount: n) }

@@ -12,6 +12,9 @@ struct HeadFields: Sendable {
     var host: String?
     /// `Expect: 100-continue` present (RFC 9110 §10.1.1).
     var expectContinue = false
+    /// `close` / `keep-alive` among `connectionTokens` (any case: the tokens are lower-cased).
+    private var hasClose = false
+    private var hasKeepAlive = false
 
     private var chunkedCount = 0
     private var lastCodingIsChunked = false
@@ -99,11 +102,13 @@ struct HeadFields: Sendable {
                 failure = .badRequest("invalid_connection")
                 return false
             }
-            // The two tokens nearly every message carries cost no allocation.
+            // The two tokens nearly every message carries cost no allocation when alone (a shared one-element array).
             if HTTPSyntax.equalsLowercased(element, "keep-alive") {
-                connectionTokens.append("keep-alive")
+                hasKeepAlive = true
+                if connectionTokens.isEmpty { connectionTokens = Self.keepAliveOnly } else { connectionTokens.append("keep-alive") }
             } else if HTTPSyntax.equalsLowercased(element, "close") {
-                connectionTokens.append("close")
+                hasClose = true
+                if connectionTokens.isEmpty { connectionTokens = Self.closeOnly } else { connectionTokens.append("close") }
             } else {
                 connectionTokens.append(String(unsafeUninitializedCapacity: element.count) { out in
                     for i in 0..<element.count { out[i] = HTTPSyntax.lowercased(element[i]) }
@@ -156,9 +161,12 @@ struct HeadFields: Sendable {
     /// Whether the connection persists after this message (RFC 9112 §9.3): HTTP/1.1 unless `close`;
     /// HTTP/1.0 only with `keep-alive` and without `close`.
     func keepAlive(versionMinor: Int) -> Bool {
-        if connectionTokens.contains("close") { return false }
-        return versionMinor >= 1 || connectionTokens.contains("keep-alive")
+        if hasClose { return false }
+        return versionMinor >= 1 || hasKeepAlive
     }
+
+    private static let keepAliveOnly = ["keep-alive"]
+    private static let closeOnly = ["close"]
 
     /// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2): only the characters of RFC 3986 §3.2.2
     /// (unreserved, sub-delims, `%`, `:`, `[`, `]`); no userinfo, whitespace or path. May be empty.

@@ -36,7 +36,7 @@ enum RequestHeadWriter {
         }
         out.append(head.method)
         out.append(byte: UInt8(ascii: " "))
-        out.append(upstream.basePath)
+        if !upstream.basePath.isEmpty { out.append(upstream.basePath) }
         out.append(target.path)
         if let q = target.query {
             out.append(byte: UInt8(ascii: "?"))
@@ -164,6 +164,14 @@ enum RequestHeadWriter {
         let bytes = out.base
         var i = from
         let end = out.writerIndex
+        // Eight bytes at a time while none is below 0x0E (CR, LF and NUL all are; so is HTAB, which values may hold,
+        // so a word that fails goes through the byte check).
+        let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
+        while i + 8 <= end {
+            let word = UInt64(littleEndian: (bytes + i).loadUnaligned(as: UInt64.self))
+            if (word &- 0x0E &* low) & ~word & high != 0 { break }
+            i += 8
+        }
         while i < end {
             let b = bytes.load(fromByteOffset: i, as: UInt8.self)
             if b == 13 || b == 10 || b == 0 { return true }

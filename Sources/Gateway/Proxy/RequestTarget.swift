@@ -18,9 +18,23 @@ struct RequestTarget: Equatable {
     }
 
     static func parse(_ target: String) -> Result<RequestTarget, Failure> {
+        // The usual request: an origin-form target already in normal form. Its path is the target itself (or the part
+        // before `?`), read byte by byte with no `Character` work and no copy when there is no query.
+        if target.utf8.first == UInt8(ascii: "/") {
+            let utf8 = target.utf8
+            if let q = utf8.firstIndex(of: UInt8(ascii: "?")) {
+                let pathPart = target[target.startIndex..<q]
+                if isAlreadyNormal(pathPart) {
+                    return .success(RequestTarget(path: String(pathPart), query: target[utf8.index(after: q)...],
+                                                  absoluteHost: nil))
+                }
+            } else if isAlreadyNormal(Substring(target)) {
+                return .success(RequestTarget(path: target, query: nil, absoluteHost: nil))
+            }
+        }
         var rest = Substring(target)
         var absoluteHost: String?
-        if !rest.hasPrefix("/") {
+        if rest.utf8.first != UInt8(ascii: "/") {
             let lower = rest.prefix(8).lowercased()
             let schemeLength: Int
             if lower.hasPrefix("http://") { schemeLength = 7 } else if lower.hasPrefix("https://") { schemeLength = 8 } else {

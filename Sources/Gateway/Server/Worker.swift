@@ -213,7 +213,8 @@ struct RequestIdGenerator {
 
     @inline(__always)
     private static func hexDigit(_ v: UInt64) -> UInt8 {
-        v < 10 ? UInt8(ascii: "0") &+ UInt8(v) : UInt8(ascii: "a") &+ UInt8(v - 10)
+        let digits: StaticString = "0123456789abcdef"
+        return digits.utf8Start[Int(v & 0xF)]
     }
 }
 
