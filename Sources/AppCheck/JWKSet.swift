@@ -102,16 +102,17 @@ public struct JWKSet: Sendable {
 
     /// The key for `kid` (exact UTF-8 match), or `nil`. Never a fallback key.
     public func key(for kid: String) -> RSAPublicKey? {
-        guard let key = keysByKid[kid], let stored = kids.first(where: { $0 == kid }),
-              utf8Equal(stored, kid) else { return nil }
-        return key
+        // The dictionary matches canonically equivalent strings too; the stored key must be the same bytes.
+        guard let index = keysByKid.index(forKey: kid) else { return nil }
+        let (stored, key) = keysByKid[index]
+        return utf8Equal(stored, kid) ? key : nil
     }
 
     /// The ES256 key for `kid` (exact UTF-8 match), or `nil`: only sets parsed with `acceptES256` hold any.
     public func es256Key(for kid: String) -> ES256PublicKey? {
-        guard let key = es256ByKid[kid], let stored = kids.first(where: { $0 == kid }),
-              utf8Equal(stored, kid) else { return nil }
-        return key
+        guard let index = es256ByKid.index(forKey: kid) else { return nil }
+        let (stored, key) = es256ByKid[index]
+        return utf8Equal(stored, kid) ? key : nil
     }
 
     /// A set from already-checked keys (for tests and local issuers). Later duplicates are ignored.

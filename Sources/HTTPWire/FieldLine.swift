@@ -6,8 +6,11 @@ enum FieldLine {
     /// Refused (400): a line starting with SP/HTAB (obs-fold, RFC 9112 §5.2), an empty name, a name that is
     /// not a token (RFC 9110 §5.1), whitespace between name and colon (RFC 9112 §5.1), a missing colon,
     /// and any control byte other than HTAB in the value, including NUL and DEL (RFC 9110 §5.5).
+    ///
+    /// `valueBytesChecked`: the caller has already seen every byte of the line and found none below 0x20 and no
+    /// DEL (the head scanner's word-at-a-time pass does), so the value's bytes need no second look.
     static func validate(
-        _ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int
+        _ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int, valueBytesChecked: Bool = false
     ) -> Result<HTTPHeaderField, HTTPParseError> {
         guard start >= 0, start < end, end <= buffer.count else {
             return .failure(.badRequest("empty_field_name"))
@@ -24,6 +27,7 @@ enum FieldLine {
         let nameEnd = index
         index += 1
         let valueStart = index
+        if valueBytesChecked { index = end }
         // Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7F is all valid (bytes
         // from 0x80 are obs-text and allowed). Only a word that fails goes through the byte check (HTAB).
         if let base = buffer.baseAddress {

@@ -30,6 +30,9 @@ struct HeadScanner: Sendable {
     private var headStart = -1
     private var leadingEmptyLines = 0
     private var sawStartLine = false
+    /// No byte of the current line so far is below 0x20 or DEL (found by the word-at-a-time pass, which checks for
+    /// them anyway): its field value then needs no second byte check.
+    private var lineClean = true
     private var fields: [HTTPHeaderField] = []
     private var failed: HTTPParseError?
 
@@ -45,6 +48,7 @@ struct HeadScanner: Sendable {
         headStart = -1
         leadingEmptyLines = 0
         sawStartLine = false
+        lineClean = true
         fields.removeAll(keepingCapacity: true)
         failed = nil
     }
@@ -88,17 +92,25 @@ struct HeadScanner: Sendable {
             var stop = min(count, headStart + maxHead)
             if !sawStartLine { stop = min(stop, lineStart + maxStartLine) }
             var p = position
-            // Eight bytes at a time while no byte is below 0x0E (none is CR, LF or another control byte at or below
-            // CR): the classic "has a byte less than n" word test, exact about whether such a byte exists.
+            // Eight bytes at a time while no byte is below 0x20 or DEL (so none is CR, LF or another control byte):
+            // the classic "has a byte less than n" and "has a byte equal to n" word tests, exact about whether such a
+            // byte exists. The bytes after a word that fails go one by one, and a control byte or DEL among them marks
+            // the line for the field-value check.
             if let base = buffer.baseAddress {
                 let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
                 while p + 8 <= stop {
                     let word = UInt64(littleEndian: (base + p).loadUnaligned(as: UInt64.self))
-                    if (word &- 0x0E &* low) & ~word & high != 0 { break }
+                    let del = word ^ (0x7F &* low)
+                    if ((word &- 0x20 &* low) & ~word | (del &- low) & ~del) & high != 0 { break }
                     p += 8
                 }
             }
-            while p < stop && buffer[p] > Self.cr { p += 1 }
+            while p < stop {
+                let byte = buffer[p]
+                if byte <= Self.cr { break }
+                if byte < 0x20 || byte == 0x7F { lineClean = false }
+                p += 1
+            }
             position = p
             if position >= count { break }
             let byte = buffer[position]
@@ -109,8 +121,10 @@ struct HeadScanner: Sendable {
                 guard buffer[position + 1] == Self.lf else { return fail(.badRequest("bare_cr")) }
                 let start = lineStart
                 let end = position
+                let clean = lineClean
                 position += 2
                 lineStart = position
+                lineClean = true
                 if !sawStartLine {
                     sawStartLine = true
                     return .startLine(start: start, end: end)
@@ -119,10 +133,11 @@ struct HeadScanner: Sendable {
                     let headBytes = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[headStart..<position]))
                     return .complete(HTTPHeaders(validatedBytes: headBytes, fields: fields), consumed: position)
                 }
-                if let error = addField(buffer, start, end) { return fail(error) }
+                if let error = addField(buffer, start, end, clean: clean) { return fail(error) }
                 continue
             }
             if byte == Self.lf { return fail(.badRequest("bare_lf")) }
+            lineClean = false
             if !sawStartLine && position - lineStart >= maxStartLine { return fail(startLineTooLong) }
             if position - headStart >= maxHead { return fail(.headersTooLarge("head_too_large")) }
             position += 1
@@ -131,8 +146,9 @@ struct HeadScanner: Sendable {
     }
 
     /// Validates field line `start..<end` (RFC 9112 §5, RFC 9110 §5.1 and §5.5) and records its ranges.
-    private mutating func addField(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> HTTPParseError? {
-        let range = FieldLine.validate(buffer, start, end)
+    private mutating func addField(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int,
+                                   clean: Bool) -> HTTPParseError? {
+        let range = FieldLine.validate(buffer, start, end, valueBytesChecked: clean)
         switch range {
         case .failure(let error):
             return error

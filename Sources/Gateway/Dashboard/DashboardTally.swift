@@ -37,9 +37,9 @@ struct DashboardTally: Sendable {
             r.reasons[key, default: 0] += 1
         }
         if let appId {
-            let key = r.apps[appId] != nil || r.apps.count < maxAppsPerRoute ? appId : DashboardHistory.other
-            if r.apps[key] == nil { r.apps[key] = [Int](repeating: 0, count: DashboardHistory.categories.count) }
-            r.apps[key]?[i] += 1
+            // One hash of the App ID while the route has room (the usual case), in place through `default:`.
+            let key = r.apps.count < maxAppsPerRoute || r.apps[appId] != nil ? appId : DashboardHistory.other
+            r.apps[key, default: [Int](repeating: 0, count: DashboardHistory.categories.count)][i] += 1
         }
     }
 

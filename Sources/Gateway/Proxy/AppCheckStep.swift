@@ -49,95 +49,111 @@ final class AppCheckStep {
             && head.headers.contains(lowercased: "access-control-request-method") {
             return completion(AppCheckDecision(outcome: .skipped))
         }
-        let indices = head.headers.indices(forLowercased: "x-firebase-appcheck")
-        if indices.isEmpty { return completion(missing(head: head, route: route)) }
-        if indices.count > 1 { return completion(refuse(route, .duplicateHeader, fingerprint: nil)) }
-        let token = head.headers.withValueBytes(at: indices[0]) { Array($0) }
-        if token.isEmpty { return completion(missing(head: head, route: route)) }
-        if token.count > Self.maxTokenLength { return completion(refuse(route, .tooLarge, fingerprint: nil)) }
-        verify(token: token, route: route, mayWait: true, completion: completion)
+        // The token field, and whether there is a second one, in one pass that allocates nothing.
+        var tokenIndex = -1
+        var duplicate = false
+        head.headers.bytes.withUnsafeBytes { raw in
+            for (i, f) in head.headers.fields.enumerated() {
+                let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
+                guard HTTPSyntax.equalsLowercased(name, "x-firebase-appcheck") else { continue }
+                if tokenIndex >= 0 { duplicate = true; return }
+                tokenIndex = i
+            }
+        }
+        if tokenIndex < 0 { return completion(missing(head: head, route: route)) }
+        if duplicate { return completion(refuse(route, .duplicateHeader, fingerprint: nil)) }
+        let field = head.headers.fields[tokenIndex]
+        let length = Int(field.valueEnd - field.valueStart)
+        if length == 0 { return completion(missing(head: head, route: route)) }
+        if length > Self.maxTokenLength { return completion(refuse(route, .tooLarge, fingerprint: nil)) }
+        // The verified-token cache serves session tokens. A replay-protected route takes only limited-use tokens,
+        // each good for one request, so it neither looks them up nor fills the cache with them (they would push
+        // session tokens out). A hit reads the token where it lies in the head: no copy.
+        var key: TokenCache.Key?
+        if !route.replayProtection {
+            let found = head.headers.withValueBytes(at: tokenIndex) { TokenCache.Key(token: $0) }
+            key = found
+            let now = context.wallClock
+            if let hit = cache.get(found, now: now), let keys = keySet(for: hit.kid, now: now),
+               keys.set.key(for: hit.kid) != nil {
+                context.metrics.tokenCacheHits += 1
+                var fingerprint = hit.fingerprint
+                if fingerprint == nil && context.logSink.enabled(.info) {
+                    // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
+                    let computed = head.headers.withValueBytes(at: tokenIndex) { Self.fingerprint(Array($0)) }
+                    cache.setFingerprint(found, computed)
+                    fingerprint = computed
+                }
+                return conclude(hit.claims, policy: keys.policy ?? context.runtime.policy, now: now,
+                                fingerprint: fingerprint, route: route, completion: completion)
+            }
+        }
+        let token = head.headers.withValueBytes(at: tokenIndex) { Array($0) }
+        verify(token: token, key: key, route: route, mayWait: true, completion: completion)
     }
 
-    private func verify(token: [UInt8], route: RouteSettings, mayWait: Bool,
+    /// Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
+    /// `kid` picks the set, and the set fixes the `iss` the token must carry: a key vouches only for its own
+    /// issuer. Own tokens verify even while Firebase's set is unavailable. Trusted issuers (another deployment's)
+    /// are sets of their own too, each vouching for its own `iss`. Returns the set that holds `kid` and the policy
+    /// its tokens follow (`policy` nil: Firebase's, the runtime's own); Firebase's set when no other holds it.
+    private func keySet(for kid: String, now: Double) -> (set: JWKSet, policy: AppCheckPolicy?)? {
+        let runtime = context.runtime
+        if let own = context.ownKeys, own.key(for: kid) != nil { return (own, runtime.ownIssuerPolicy) }
+        let trusted = context.trustedKeys
+        if !trusted.isEmpty {
+            for (i, keys) in trusted.enumerated() {
+                if let keys, keys.usable(at: now), keys.set.key(for: kid) != nil, i < runtime.trustedIssuerPolicies.count {
+                    return (keys.set, runtime.trustedIssuerPolicies[i])
+                }
+            }
+        }
+        return context.keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
+    }
+
+    /// Not served from the cache: parse, pick the key set, verify the signature (waiting once for a key-set refetch
+    /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
+    private func verify(token: [UInt8], key: TokenCache.Key?, route: RouteSettings, mayWait: Bool,
                         completion: @escaping (AppCheckDecision) -> Void) {
         let runtime = context.runtime
         let now = context.wallClock
-        // Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
-        // `kid` picks the set, and the set fixes the `iss` the token must carry: a key vouches only for its own
-        // issuer. Own tokens verify even while Firebase's set is unavailable.
-        // Trusted issuers (another deployment's) are sets of their own too, each vouching for its own `iss`.
-        let own = context.ownKeys
-        let firebase = context.keys.flatMap { $0.usable(at: now) ? $0.set : nil }
-        let trusted = context.trustedKeys
-        /// The set that holds `kid` and the policy its tokens follow (`policy` nil: Firebase's, the runtime's own).
-        func keySet(for kid: String) -> (set: JWKSet, policy: AppCheckPolicy?)? {
-            if let own, own.key(for: kid) != nil { return (own, runtime.ownIssuerPolicy) }
-            if !trusted.isEmpty {
-                for (i, keys) in trusted.enumerated() {
-                    if let keys, keys.usable(at: now), keys.set.key(for: kid) != nil, i < runtime.trustedIssuerPolicies.count {
-                        return (keys.set, runtime.trustedIssuerPolicies[i])
-                    }
-                }
-            }
-            return firebase.map { ($0, nil) }
-        }
-        // The verified-token cache serves session tokens. A replay-protected route takes only limited-use tokens,
-        // each good for one request, so it neither looks them up nor fills the cache with them (they would push
-        // session tokens out).
-        let cacheable = !route.replayProtection
-        let key = cacheable ? TokenCache.Key(token: token) : nil
+        if key != nil { context.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
-        let logs = context.logSink.enabled(.info)
-        let claims: TokenClaims
-        let fingerprint: String?
-        var tokenPolicy: AppCheckPolicy?
-        if let key, let hit = cache.get(key, now: now), let found = keySet(for: hit.kid),
-           found.set.key(for: hit.kid) != nil {
-            context.metrics.tokenCacheHits += 1
-            claims = hit.claims
-            if let known = hit.fingerprint {
-                fingerprint = known
-            } else if logs {
-                // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
-                let computed = Self.fingerprint(token)
-                cache.setFingerprint(key, computed)
-                fingerprint = computed
-            } else {
-                fingerprint = nil
-            }
-            tokenPolicy = found.policy
-        } else {
-            if cacheable { context.metrics.tokenCacheMisses += 1 }
-            fingerprint = logs ? Self.fingerprint(token) : nil
-            let parsed: ParsedToken
-            switch AppCheckToken.parse(token) {
-            case .success(let p): parsed = p
-            case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
-            }
-            guard let found = keySet(for: parsed.kid) else {
-                var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
-                outcome.tokenSHA256 = fingerprint
-                if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
-                return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
-                    status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
-            }
-            tokenPolicy = found.policy
-            if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
-                if reason == .unknownKid, mayWait, context.keyProvider?.unknownKid(parsed.kid) == true {
-                    park(until: now + Self.unknownKidWait) { [weak self] in
-                        self?.verify(token: token, route: route, mayWait: false, completion: completion)
-                    }
-                    return
-                }
-                return completion(refuse(route, reason, fingerprint: fingerprint))
-            }
-            claims = parsed.claims
-            if let key, let exp = claims.expiresAt {
-                cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
-                                                until: exp + runtime.policy.clockSkew), now: now)
-            }
+        let fingerprint = context.logSink.enabled(.info) ? Self.fingerprint(token) : nil
+        let parsed: ParsedToken
+        switch AppCheckToken.parse(token) {
+        case .success(let p): parsed = p
+        case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
-        let policy = tokenPolicy ?? runtime.policy
+        guard let found = keySet(for: parsed.kid, now: now) else {
+            var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
+            outcome.tokenSHA256 = fingerprint
+            if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
+            return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
+                status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
+        }
+        if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
+            if reason == .unknownKid, mayWait, context.keyProvider?.unknownKid(parsed.kid) == true {
+                park(until: now + Self.unknownKidWait) { [weak self] in
+                    self?.verify(token: token, key: key, route: route, mayWait: false, completion: completion)
+                }
+                return
+            }
+            return completion(refuse(route, reason, fingerprint: fingerprint))
+        }
+        let claims = parsed.claims
+        if let key, let exp = claims.expiresAt {
+            cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
+                                            until: exp + runtime.policy.clockSkew), now: now)
+        }
+        conclude(claims, policy: found.policy ?? runtime.policy, now: now, fingerprint: fingerprint, route: route,
+                 completion: completion)
+    }
+
+    /// The checks every token passes, cached or not, in the same order (SPEC §4.2): claims and time, the route's
+    /// providers, and on replay routes the limited-use check and the single-use consumption.
+    private func conclude(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
+                          route: RouteSettings, completion: @escaping (AppCheckDecision) -> Void) {
         let verified: VerifiedClaims
         switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
         case .success(let v): verified = v

@@ -21,6 +21,10 @@ final class TokenCache {
         init(token: [UInt8]) {
             (a, b) = token.withUnsafeBytes { SipHash128.hash($0, key: Self.seeds) }
         }
+
+        init(token: UnsafeRawBufferPointer) {
+            (a, b) = SipHash128.hash(token, key: Self.seeds)
+        }
     }
 
     struct Entry {
