@@ -5,8 +5,16 @@
 public final class HTTPResponseHead: Hashable, Sendable {
     /// The status code, 100–599 (RFC 9110 §15).
     public let status: Int
-    /// The reason phrase, possibly empty (RFC 9112 §4: clients should ignore it).
-    public let reason: String
+    /// Where the reason phrase lies in `headers.bytes` (the head's first line), possibly empty.
+    public let reasonRange: Range<Int>
+    /// The reason phrase, possibly empty (RFC 9112 §4: clients should ignore it). Made on demand; the HTTP/1.1 writer
+    /// copies its bytes instead (`withReasonBytes`).
+    public var reason: String { withReasonBytes { String(decoding: $0, as: UTF8.self) } }
+
+    /// Calls `body` with the reason phrase's bytes, as received.
+    public func withReasonBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try headers.bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[reasonRange])) }
+    }
     /// `0` for HTTP/1.0, `1` for HTTP/1.1.
     public let versionMinor: Int
     /// All header fields, in arrival order.
@@ -23,11 +31,12 @@ public final class HTTPResponseHead: Hashable, Sendable {
 
     /// Creates a head; the parser is the normal source.
     public init(
-        status: Int, reason: String, versionMinor: Int, headers: HTTPHeaders, contentLength: Int64?,
+        status: Int, reasonRange: Range<Int>, versionMinor: Int, headers: HTTPHeaders, contentLength: Int64?,
         isChunked: Bool, connectionTokens: [String], keepAlive: Bool
     ) {
         self.status = status
-        self.reason = reason
+        // A range outside the bytes (never from the parser) is taken as an empty phrase rather than trusted.
+        self.reasonRange = reasonRange.upperBound <= headers.bytes.count ? reasonRange : 0..<0
         self.versionMinor = versionMinor
         self.headers = headers
         self.contentLength = contentLength
@@ -44,7 +53,7 @@ public final class HTTPResponseHead: Hashable, Sendable {
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(status)
-        hasher.combine(reason)
+        hasher.combine(reasonRange)
         hasher.combine(versionMinor)
         hasher.combine(headers)
         hasher.combine(contentLength)

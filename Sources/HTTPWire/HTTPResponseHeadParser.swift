@@ -19,7 +19,7 @@ public struct HTTPResponseHeadParser: Sendable {
     public let limits: HTTPParserLimits
     private var scanner: HeadScanner
     private var status = 0
-    private var reason = ""
+    private var reasonRange = 0..<0
     private var versionMinor = 1
     private var failed: HTTPParseError?
 
@@ -34,7 +34,7 @@ public struct HTTPResponseHeadParser: Sendable {
     public mutating func reset() {
         scanner.reset()
         status = 0
-        reason = ""
+        reasonRange = 0..<0
         versionMinor = 1
         failed = nil
     }
@@ -91,8 +91,8 @@ public struct HTTPResponseHeadParser: Sendable {
         for index in reasonStart..<max(reasonStart, end) where !HTTPSyntax.isFieldValueByte(buffer[index]) {
             return .badRequest("invalid_reason_phrase")
         }
-        reason = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[reasonStart..<max(reasonStart, end)]),
-                        as: UTF8.self)
+        // The head's own copy of its bytes starts with this line: offsets from `start`.
+        reasonRange = (reasonStart - start)..<(max(reasonStart, end) - start)
         return nil
     }
 
@@ -112,7 +112,7 @@ public struct HTTPResponseHeadParser: Sendable {
             }
         }
         return .success(HTTPResponseHead(
-            status: status, reason: reason, versionMinor: versionMinor, headers: headers,
+            status: status, reasonRange: reasonRange, versionMinor: versionMinor, headers: headers,
             contentLength: fields.contentLength, isChunked: chunked, connectionTokens: fields.connectionTokens,
             keepAlive: fields.keepAlive(versionMinor: versionMinor)))
     }

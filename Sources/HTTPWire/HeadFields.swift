@@ -28,37 +28,47 @@ struct HeadFields: Sendable {
     static func extract(from headers: HTTPHeaders) -> Result<HeadFields, HTTPParseError> {
         var result = HeadFields()
         var failure: HTTPParseError?
-        headers.forEachField { _, name, value in
-            guard failure == nil, let first = name.first else { return }
-            switch HTTPSyntax.lowercased(first) {
-            case UInt8(ascii: "c"):
-                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.contentLength) {
-                    failure = result.addContentLength(value)
-                } else if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.connection) {
-                    failure = result.addConnection(value)
-                }
-            case UInt8(ascii: "t"):
-                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.transferEncoding) {
-                    failure = result.addTransferEncoding(value)
-                }
-            case UInt8(ascii: "h"):
-                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.host) {
-                    result.hostCount += 1
-                    if result.hostCount == 1 {
-                        guard HeadFields.isValidHost(value) else {
-                            failure = .badRequest("invalid_host")
-                            return
-                        }
-                        result.host = String(decoding: value, as: UTF8.self)
+        // A plain loop over the ranges (no closure per field): this runs for every request and response head.
+        headers.bytes.withUnsafeBytes { raw in
+            for f in headers.fields {
+                let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
+                guard let first = name.first else { continue }
+                // Most fields are none of these: one look at the first letter sends them on.
+                let lower = HTTPSyntax.lowercased(first)
+                guard lower == UInt8(ascii: "c") || lower == UInt8(ascii: "t") || lower == UInt8(ascii: "h")
+                        || lower == UInt8(ascii: "e") else { continue }
+                let value = UnsafeRawBufferPointer(rebasing: raw[Int(f.valueStart)..<Int(f.valueEnd)])
+                switch lower {
+                case UInt8(ascii: "c"):
+                    if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.contentLength) {
+                        failure = result.addContentLength(value)
+                    } else if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.connection) {
+                        failure = result.addConnection(value)
                     }
+                case UInt8(ascii: "t"):
+                    if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.transferEncoding) {
+                        failure = result.addTransferEncoding(value)
+                    }
+                case UInt8(ascii: "h"):
+                    if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.host) {
+                        result.hostCount += 1
+                        if result.hostCount == 1 {
+                            guard HeadFields.isValidHost(value) else {
+                                failure = .badRequest("invalid_host")
+                                return
+                            }
+                            result.host = String(decoding: value, as: UTF8.self)
+                        }
+                    }
+                case UInt8(ascii: "e"):
+                    if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.expect),
+                       HTTPSyntax.equalsLowercased(value, "100-continue") {
+                        result.expectContinue = true
+                    }
+                default:
+                    break
                 }
-            case UInt8(ascii: "e"):
-                if HTTPSyntax.equalsLowercased(name, HTTPHeaderName.expect),
-                   HTTPSyntax.equalsLowercased(value, "100-continue") {
-                    result.expectContinue = true
-                }
-            default:
-                break
+                if failure != nil { return }
             }
         }
         if let failure { return .failure(failure) }

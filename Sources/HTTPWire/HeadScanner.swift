@@ -87,29 +87,37 @@ struct HeadScanner: Sendable {
         let maxStartLine = limits.effectiveRequestLineBytes
         let maxHead = limits.maxHeadBytes
         while position < count {
-            // Fast path: ordinary bytes (all above CR) within both limits need one comparison each. The
-            // per-byte logic below then sees only CR, LF, other control bytes, or the byte at a limit.
+            // Fast path over ordinary bytes within both limits. The per-byte logic below then sees only CR, LF,
+            // other control bytes or DEL, or the byte at a limit.
             var stop = min(count, headStart + maxHead)
             if !sawStartLine { stop = min(stop, lineStart + maxStartLine) }
             var p = position
             // Eight bytes at a time while no byte is below 0x20 or DEL (so none is CR, LF or another control byte):
-            // the classic "has a byte less than n" and "has a byte equal to n" word tests, exact about whether such a
-            // byte exists. The bytes after a word that fails go one by one, and a control byte or DEL among them marks
-            // the line for the field-value check.
+            // the classic "has a byte less than n" and "has a byte equal to n" word tests. The lowest bit set in a
+            // failing word's mask marks exactly the first such byte (no borrow reaches a lower byte), so the scan
+            // lands on it; the per-byte logic below handles it (CR ends the line; any other marks the line for the
+            // field-value check).
+            var found = false
             if let base = buffer.baseAddress {
                 let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
                 while p + 8 <= stop {
                     let word = UInt64(littleEndian: (base + p).loadUnaligned(as: UInt64.self))
                     let del = word ^ (0x7F &* low)
-                    if ((word &- 0x20 &* low) & ~word | (del &- low) & ~del) & high != 0 { break }
+                    let mask = ((word &- 0x20 &* low) & ~word | (del &- low) & ~del) & high
+                    if mask != 0 {
+                        p += mask.trailingZeroBitCount >> 3
+                        found = true
+                        break
+                    }
                     p += 8
                 }
             }
-            while p < stop {
-                let byte = buffer[p]
-                if byte <= Self.cr { break }
-                if byte < 0x20 || byte == 0x7F { lineClean = false }
-                p += 1
+            if !found {
+                while p < stop {
+                    let byte = buffer[p]
+                    if byte < 0x20 || byte == 0x7F { break }
+                    p += 1
+                }
             }
             position = p
             if position >= count { break }

@@ -31,6 +31,18 @@ import Testing
         #expect(t.routes["r"]?.apps == ["app1": [1, 0, 0, 0, 1]])
     }
 
+    /// The dashboard's categories and the metrics' outcomes share one index lookup: same names, same order, and the
+    /// lookup finds every name and nothing else.
+    @Test func categoriesAreTheMetricsOutcomesInOrder() {
+        #expect(DashboardHistory.categories == Array(LoopMetrics.outcomes.prefix(DashboardHistory.categories.count)))
+        for (i, name) in LoopMetrics.outcomes.enumerated() { #expect(LoopMetrics.outcomeIndex(name) == i) }
+        for name in ["", "skippeD", "invalidx", "Verified", "other", "outdated_clienT", "unknown-origin", "skipped "] {
+            #expect(LoopMetrics.outcomeIndex(name) == nil, "\(name)")
+        }
+        #expect(DashboardHistory.categoryIndex("skipped") == nil)
+        #expect(DashboardHistory.categoryIndex("reused") == 4)
+    }
+
     @Test func tallyBoundsAppIdsBetweenFolds() {
         var t = DashboardTally()
         for i in 0..<(DashboardTally.maxAppsPerRoute + 10) {

@@ -20,7 +20,12 @@ struct DashboardHistory: Sendable, Codable {
     static let formatName = "appcheck-gateway dashboard history"
     static let formatVersion = 1
 
-    static func categoryIndex(_ name: String) -> Int? { categories.firstIndex(of: name) }
+    /// `categories` are the first five of `LoopMetrics.outcomes`, in the same order (a test holds them to it), so the
+    /// metrics' one-comparison lookup serves here too.
+    static func categoryIndex(_ name: String) -> Int? {
+        guard let i = LoopMetrics.outcomeIndex(name), i < categories.count else { return nil }
+        return i
+    }
 
     struct Route: Sendable, Codable {
         var mode: String

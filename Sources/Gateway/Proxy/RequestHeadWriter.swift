@@ -187,42 +187,49 @@ enum RequestHeadWriter {
 enum ResponseHeadWriter {
     static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: String,
                       responseFraming: inout ClientResponseFraming, clientVersionMinor: Int, closeAfterResponse: inout Bool) {
-        out.append(statusLine(head.status))
-        out.append(head.reason)
-        out.append(crlf)
+        writeStatusLine(head.status, into: out)
+        head.withReasonBytes { out.append($0) }
+        out.append(static: "\r\n")
         ResponseHeaderFilter.forEach(head, framing: framing) { _, _, line in
             out.append(line)
-            out.append(crlf)
+            out.append(static: "\r\n")
         }
-        out.append(requestIdPrefix)
+        out.append(static: "X-Request-Id: ")
         out.append(requestId)
-        out.append(crlf)
+        out.append(static: "\r\n")
         switch framing {
         case .none:
             responseFraming = .none
         case .contentLength(let n):
-            out.append(contentLengthPrefix)
+            out.append(static: "Content-Length: ")
             out.appendDecimal(Int(n))
-            out.append(crlf)
+            out.append(static: "\r\n")
             responseFraming = .length(remaining: n)
         case .chunked, .untilClose:
             if clientVersionMinor >= 1 {
-                out.append(chunkedHeader)
+                out.append(static: "Transfer-Encoding: chunked\r\n")
                 responseFraming = .chunked
             } else {
                 closeAfterResponse = true
                 responseFraming = .close
             }
         }
-        if closeAfterResponse { out.append(connectionClose) }
-        out.append(crlf)
+        if closeAfterResponse { out.append(static: "Connection: close\r\n") }
+        out.append(static: "\r\n")
     }
 
-    private static let crlf: [UInt8] = [13, 10]
-    private static let requestIdPrefix: [UInt8] = Array("X-Request-Id: ".utf8)
-    private static let contentLengthPrefix: [UInt8] = Array("Content-Length: ".utf8)
-    private static let chunkedHeader: [UInt8] = Array("Transfer-Encoding: chunked\r\n".utf8)
-    private static let connectionClose: [UInt8] = Array("Connection: close\r\n".utf8)
+    /// `HTTP/1.1 NNN ` (with the space before the reason phrase) for a status in 100–999, written in place.
+    static func writeStatusLine(_ status: Int, into out: IOBuffer) {
+        guard status >= 100 && status <= 999 else {
+            out.append(statusLine(status))
+            return
+        }
+        out.append(static: "HTTP/1.1 ")
+        out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 100))
+        out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 10 % 10))
+        out.append(byte: UInt8(ascii: "0") &+ UInt8(status % 10))
+        out.append(byte: UInt8(ascii: " "))
+    }
 
     private static let statusLines: [[UInt8]] = (0..<600).map { Array("HTTP/1.1 \($0) ".utf8) }
     static func statusLine(_ status: Int) -> [UInt8] {

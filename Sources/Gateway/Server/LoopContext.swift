@@ -157,7 +157,16 @@ final class LoopContext {
 
     /// The client's `X-Request-Id` when it is valid (1–128 of `A–Z a–z 0–9 - _ . :`), else a new one.
     func requestId(from headers: HTTPHeaders) -> String {
-        if let i = headers.firstIndex(forLowercased: "x-request-id") {
+        var found: Int?
+        headers.bytes.withUnsafeBytes { raw in
+            for (i, f) in headers.fields.enumerated()
+            where HTTPSyntax.equalsLowercased(UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)]),
+                                              "x-request-id") {
+                found = i
+                return
+            }
+        }
+        if let i = found {
             let ok = headers.withValueBytes(at: i) { v -> Bool in
                 guard v.count >= 1 && v.count <= 128 else { return false }
                 for b in v {
@@ -201,7 +210,7 @@ final class LoopContext {
 
     private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int, seconds: Double) {
         r.mode = ex.mode
-        if ex.appCheckRan, let i = LoopMetrics.outcomes.firstIndex(of: ex.appCheck.outcome) {
+        if ex.appCheckRan, let i = LoopMetrics.outcomeIndex(ex.appCheck.outcome) {
             r.outcomes[i] += 1
             if ex.appCheck.outcome != "verified" && ex.appCheck.outcome != "skipped", let reason = ex.appCheck.reason {
                 r.rejections[reason, default: 0] += 1
