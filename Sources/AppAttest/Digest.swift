@@ -4,14 +4,13 @@ import COpenSSL
 enum Digest {
     /// The 32-byte SHA-256 digest of `bytes`.
     static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let ok = digest.withUnsafeMutableBufferPointer { out in
-            bytes.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, out.baseAddress, &length, EVP_sha256(), nil) }
+        // The same low-level one-shot as AppCheck's SHA256Digest (COpenSSL_sha256: no provider fetch per call).
+        [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+            let ok = bytes.withUnsafeBytes { COpenSSL_sha256($0.baseAddress, $0.count, out.baseAddress) }
+            // It cannot fail for valid arguments; an unset digest would be a silent collision, so stop.
+            precondition(ok == 1, "SHA-256 failed")
+            count = 32
         }
-        // Fails only on allocation failure; an all-zero digest would be a silent collision, so stop.
-        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-        return digest
     }
 
     /// True when `a` and `b` are equal, in time independent of where they differ (lengths are not secret).

@@ -100,12 +100,12 @@ public enum AppCheckVerifier {
 
     /// `sub` is 1–`maxAppIdLength` bytes, each 0x21–0x7E (printable ASCII, no space).
     static func isHeaderSafeAppId(_ sub: String) -> Bool {
-        var count = 0
-        for byte in sub.utf8 {
-            guard byte >= 0x21, byte <= 0x7E else { return false }
-            count += 1
+        var sub = sub
+        return sub.withUTF8 { utf8 in
+            guard utf8.count >= 1 && utf8.count <= maxAppIdLength else { return false }
+            for byte in utf8 where byte < 0x21 || byte > 0x7E { return false }
+            return true
         }
-        return count >= 1 && count <= maxAppIdLength
     }
 
     /// Step 7 (docs/behaviour.md): when the route lists `providers`, the token's `provider` claim — `unspecified` when

@@ -39,14 +39,19 @@ public enum Base64URL {
         let count = text.count
         if count % 4 == 1 { return nil }
         let outCount = count / 4 * 3 + max(0, count % 4 - 1)
-        // The decode table (0...63 for an alphabet byte, 0xFF otherwise) is built on the stack for each call from
-        // `alphabet`: one load per character, where a global table cost a lazy-initialisation check per character.
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) { table -> [UInt8]? in
-            table.initialize(repeating: 0xFF)
-            for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
-            return decode(text, outCount: outCount, table: UnsafePointer(table.baseAddress!))
+        // The decode table is read through one pointer per call: a global read per character would cost a
+        // lazy-initialisation check each time.
+        return decodeTable.withUnsafeBufferPointer { table in
+            decode(text, outCount: outCount, table: table.baseAddress!)
         }
     }
+
+    /// 0...63 for an alphabet byte, 0xFF for every other byte value; built from `alphabet`, once.
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(value) }
+        return table
+    }()
 
     private static func decode(_ text: UnsafeRawBufferPointer, outCount: Int, table: UnsafePointer<UInt8>) -> [UInt8]? {
         let count = text.count

@@ -1,3 +1,5 @@
+import Glibc
+
 /// The structure of a compact JWS (RFC 7515 §7.1): `header.payload.signature`, each part strict base64url, header
 /// and payload strict JSON objects. Only the structure: what the header must say, and which key verifies the
 /// signature, is the caller's (App Check tokens, custom tokens, DeviceCheck bearer tokens in tests).
@@ -12,11 +14,20 @@ public struct CompactJWS: Sendable {
     /// base64url, or the header or payload is not a strict JSON object of at most `maxJSONBytes`. An empty
     /// signature part is structurally fine.
     public static func decode(_ token: [UInt8], maxJSONBytes: Int) -> CompactJWS? {
-        var first = -1, second = -1
-        for (offset, byte) in token.enumerated() where byte == UInt8(ascii: ".") {
-            if first < 0 { first = offset } else if second < 0 { second = offset } else { return nil }
+        // The two dots by memchr (a token is about a kilobyte: a byte-by-byte loop cost three instructions a byte).
+        var first = -1, second = -1, dots = 0
+        token.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
+            var from = 0
+            while from < raw.count, dots < 3,
+                  let hit = memchr(base + from, Int32(UInt8(ascii: ".")), raw.count - from) {
+                let offset = base.distance(to: UnsafeRawPointer(hit))
+                if dots == 0 { first = offset } else if dots == 1 { second = offset }
+                dots += 1
+                from = offset + 1
+            }
         }
-        guard second > 0,
+        guard dots == 2, second > 0,
               let headerBytes = Base64URL.decode(token[0..<first]),
               let payloadBytes = Base64URL.decode(token[(first + 1)..<second]),
               let signature = Base64URL.decode(token[(second + 1)...]),

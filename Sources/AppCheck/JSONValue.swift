@@ -25,15 +25,14 @@ public enum JSONValue: Sendable, Equatable {
         let count: Int
 
         init?(_ key: String) {
-            var bits: UInt64 = 0
-            var count = 0
-            for byte in key.utf8 {
-                if count == 8 { return nil }
-                bits |= UInt64(byte) << UInt64(8 * count)
-                count += 1
-            }
-            self.bits = bits
-            self.count = count
+            var key = key
+            guard let packed = key.withUTF8({ utf8 -> (UInt64, Int)? in
+                guard utf8.count <= 8 else { return nil }
+                var bits: UInt64 = 0
+                for (i, byte) in utf8.enumerated() { bits |= UInt64(byte) << UInt64(8 * i) }
+                return (bits, utf8.count)
+            }) else { return nil }
+            (bits, count) = packed
         }
     }
 

@@ -12,13 +12,13 @@ public enum SHA256Digest {
 
     /// The 32-byte digest of the bytes at `input`.
     public static func hash(_ input: UnsafeRawBufferPointer) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let ok = digest.withUnsafeMutableBufferPointer { out in
-            EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_sha256(), nil)
+        // The low-level one-shot (COpenSSL_sha256): no provider fetch and no context allocation per call.
+        let digest = [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+            let ok = COpenSSL_sha256(input.baseAddress, input.count, out.baseAddress)
+            // It cannot fail for valid arguments; an unset digest would be a silent collision, so stop.
+            precondition(ok == 1, "SHA-256 failed")
+            count = 32
         }
-        // EVP_Digest fails only on allocation failure; an all-zero digest would be a silent collision, so stop.
-        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
         return digest
     }
 

@@ -98,6 +98,8 @@ public enum StrictJSON {
             if depth > maxDepth { throw fail(.tooDeep) }
             position += 1  // {
             var members: [(key: String, value: JSONValue)] = []
+            // A token's objects have a few to a dozen members: one allocation instead of growing 1, 2, 4, 8, 16.
+            members.reserveCapacity(12)
             // Duplicate keys: a linear scan for the first 16 members (a token's objects are that small), a Set after.
             var seen: Set<String>? = nil
             skipWhitespace()

@@ -51,7 +51,7 @@ public struct TokenClaims: Sendable {
         var found: [JSONValue?] = Array(repeating: nil, count: Self.claimNames.count)
         if case .object(let members) = payload {
             for member in members {
-                if let short = JSONValue.ShortKey(member.key), let index = Self.claimIndex[short] {
+                if let short = JSONValue.ShortKey(member.key), let index = Self.claimIndex(short) {
                     found[index] = member.value
                 }
             }
@@ -72,7 +72,12 @@ public struct TokenClaims: Sendable {
         provider = Claim(found[7]) { $0.stringValue }
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
-            jtiReplayKey = SHA256Digest.hash(Array(sub.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8))
+            var material = [UInt8]()
+            material.reserveCapacity(sub.utf8.count + 1 + jti.utf8.count)
+            material.append(contentsOf: sub.utf8)
+            material.append(UInt8(ascii: "\n"))
+            material.append(contentsOf: jti.utf8)
+            jtiReplayKey = SHA256Digest.hash(material)
         } else {
             jtiReplayKey = nil
         }
@@ -80,8 +85,21 @@ public struct TokenClaims: Sendable {
 
     /// The claims decoded here, in the order of `found` in `init`.
     static let claimNames = ["iss", "aud", "sub", "exp", "iat", "nbf", "jti", "provider"]
-    static let claimIndex: [JSONValue.ShortKey: Int] = Dictionary(
-        uniqueKeysWithValues: claimNames.enumerated().map { (JSONValue.ShortKey($0.element)!, $0.offset) })
+    /// The index in `claimNames` of a packed member name (little-endian bytes), or nil: a switch on the packed
+    /// value, no hashing (a test holds the constants to `claimNames`).
+    static func claimIndex(_ key: JSONValue.ShortKey) -> Int? {
+        switch (key.count, key.bits) {
+        case (3, 0x73_73_69): return 0          // iss
+        case (3, 0x64_75_61): return 1          // aud
+        case (3, 0x62_75_73): return 2          // sub
+        case (3, 0x70_78_65): return 3          // exp
+        case (3, 0x74_61_69): return 4          // iat
+        case (3, 0x66_62_6E): return 5          // nbf
+        case (3, 0x69_74_6A): return 6          // jti
+        case (8, 0x72_65_64_69_76_6F_72_70): return 7  // provider
+        default: return nil
+        }
+    }
 
     /// `exp` when it is a number (the cache keeps an entry until `exp + clock_skew`).
     public var expiresAt: Double? { exp.value }
