@@ -136,6 +136,12 @@ final class Exchange: UpstreamOwner {
             // its fields). Strong capture: the step answers at once on the fast path, or after a bounded wait
             // (key-set refetch, replay store); a weak capture would give every exchange a side table. A cancelled
             // exchange ignores the answer.
+            // An `off` route skips the step without handing it the route (a copy of `RouteSettings` retains each
+            // of its fields); the step answers the same for it.
+            if routes!.routes[routeIndex].enforcement == .off {
+                admitted(AppCheckDecision(outcome: .skipped))
+                return
+            }
             context.appCheck.evaluate(head: head, route: routes!.routes[routeIndex]) { decision in
                 guard self.stage == .admitting, !self.finished else { return }
                 self.admitted(decision)
@@ -191,9 +197,10 @@ final class Exchange: UpstreamOwner {
         let out = context.requestHeadBuffer
         out.clear()
         return RequestHeadWriter.write(
-            head: head, target: target, route: routes.routes[routeIndex], upstream: pool.settings, requestId: requestId,
-            appCheck: appCheck,
-            peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme, into: out)
+            head: head, target: target, forwardToken: routes.routes[routeIndex].forwardToken,
+            enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: requestId,
+            appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
+            into: out)
     }
 
     /// Sends the head in `LoopContext.requestHeadBuffer` (written just before) on a pooled or new connection.

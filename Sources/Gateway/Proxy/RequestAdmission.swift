@@ -33,12 +33,12 @@ enum RequestAdmission {
         guard let routeIndex = runtime.router.match(method: head.method, path: target.path) else {
             return .refused(Refusal(status: 404, code: "no_route", reason: "no_route", path: target.path))
         }
-        let route = runtime.routes[routeIndex]
-        if route.enforcement != .off, let query = target.query, RequestTarget.queryHasToken(query) {
+        // The route's fields are read in place: a copy of `RouteSettings` retains each of its fields.
+        if runtime.routes[routeIndex].enforcement != .off, let query = target.query, RequestTarget.queryHasToken(query) {
             return .refused(Refusal(status: 400, code: "app_check_token_in_url", reason: "token_in_url",
                                     path: target.path, routeIndex: routeIndex))
         }
-        if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
+        if case .contentLength(let n) = head.framing, n > runtime.routes[routeIndex].maxBodyBytes {
             return .refused(Refusal(status: 413, code: "body_too_large", reason: "body_too_large", path: target.path,
                                     routeIndex: routeIndex))
         }

@@ -15,17 +15,20 @@ enum RequestHeadWriter {
                       requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
                       scheme: String) -> [UInt8]? {
         let out = IOBuffer(capacity: 0)
-        guard write(head: head, target: target, route: route, upstream: upstream, requestId: requestId,
-                    appCheck: appCheck, peerIP: peerIP, trusted: trusted, scheme: scheme, into: out) else { return nil }
+        guard write(head: head, target: target, forwardToken: route.forwardToken, enforcement: route.enforcement,
+                    upstream: upstream, requestId: requestId, appCheck: appCheck, peerIP: peerIP, trusted: trusted,
+                    scheme: scheme, into: out) else { return nil }
         return out.readableBytes()
     }
 
     /// Appends the head to `out`, which must be empty (the loop's reusable head buffer on the request path: no
     /// allocation per request). Returns false, with `out` holding a partial head the caller discards, when a value
     /// would carry CR, LF or NUL.
-    static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
-                      requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
-                      scheme: String, into out: IOBuffer) -> Bool {
+    /// Of the route, only `forward_token` and the enforcement are needed (passed alone: a copy of `RouteSettings`
+    /// would retain each of its fields).
+    static func write(head: HTTPRequestHead, target: RequestTarget, forwardToken: Bool, enforcement: Enforcement,
+                      upstream: UpstreamSettings, requestId: String, appCheck: AppCheckOutcome, peerIP: String,
+                      trusted: Bool, scheme: String, into out: IOBuffer) -> Bool {
         precondition(out.readerIndex == 0, "RequestHeadWriter: the output buffer must start empty")
         out.reserve(head.headers.bytes.count + 512)
         // Start of the current value: each value is scanned for CR/LF/NUL once written.
@@ -66,7 +69,7 @@ enum RequestHeadWriter {
                     checkValue()
                     out.append(static: "\r\n")
                 case .token:
-                    if route.forwardToken {
+                    if forwardToken {
                         out.append(name)
                         out.append(static: ": ")
                         mark = out.writerIndex
@@ -139,7 +142,7 @@ enum RequestHeadWriter {
             out.append(appId)
             checkValue()
         }
-        if route.enforcement == .monitor, appCheck.status != "verified", appCheck.status != "skipped",
+        if enforcement == .monitor, appCheck.status != "verified", appCheck.status != "skipped",
            let reason = appCheck.reason {
             out.append(static: "\r\nX-AppCheck-Reason: ")
             mark = out.writerIndex
