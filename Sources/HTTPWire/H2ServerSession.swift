@@ -752,6 +752,7 @@ public struct H2HeaderList {
     /// An empty list; `capacity` bytes of names and values are reserved.
     public init(capacity: Int = 0) {
         storage.reserveCapacity(capacity)
+        spans.reserveCapacity(16)
     }
 
     /// Adds one field: the name lower-cased, the value OWS-trimmed. Dropped: a name that is not a token, a value
@@ -770,7 +771,10 @@ public struct H2HeaderList {
         }
         let (lower, upper) = HTTPSyntax.trimOWS(value, 0, value.count)
         let nameStart = storage.count
-        for byte in name { storage.append(HTTPSyntax.lowercased(byte)) }
+        storage.append(contentsOf: name)
+        storage.withUnsafeMutableBufferPointer { bytes in
+            for i in nameStart..<bytes.count { bytes[i] = HTTPSyntax.lowercased(bytes[i]) }
+        }
         let valueStart = storage.count
         storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
         spans.append((nameStart, name.count, valueStart, upper - lower))
@@ -785,29 +789,35 @@ public struct H2HeaderList {
 
     /// Calls `body` with `:status` followed by the kept fields as `nghttp2_nv` (valid during the call).
     func withNV<R>(status: Int, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
-        var bytes = storage
-        let statusName = bytes.count
-        bytes.append(contentsOf: ":status".utf8)
-        let statusValue = bytes.count
-        bytes.append(contentsOf: String(status).utf8)
-        let statusLength = bytes.count - statusValue
+        // `:status` and its three digits live on the stack, the fields in `storage` as they are (no copy of the
+        // list). nghttp2 copies every name and value (flag NONE) and never writes through these pointers; its
+        // `nghttp2_nv` just declares them mutable.
+        let statusName: StaticString = ":status"
+        var digits: (UInt8, UInt8, UInt8) = (0, 0, 0)
+        let code = min(max(status, 100), 999)
+        digits.0 = UInt8(ascii: "0") &+ UInt8(code / 100)
+        digits.1 = UInt8(ascii: "0") &+ UInt8(code / 10 % 10)
+        digits.2 = UInt8(ascii: "0") &+ UInt8(code % 10)
         let flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
         let tokens = connectionTokens
-        return bytes.withUnsafeMutableBufferPointer { raw in
-            let base = raw.baseAddress!
-            var nva: [nghttp2_nv] = []
-            nva.reserveCapacity(spans.count + 1)
-            nva.append(nghttp2_nv(name: base + statusName, value: base + statusValue, namelen: 7,
-                                  valuelen: statusLength, flags: flags))
-            for span in spans {
-                if !tokens.isEmpty {
-                    let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
-                    if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+        return withUnsafeMutableBytes(of: &digits) { digitBytes in
+            storage.withUnsafeBufferPointer { raw in
+                let base = UnsafeMutablePointer(mutating: raw.baseAddress ?? statusName.utf8Start)
+                var nva: [nghttp2_nv] = []
+                nva.reserveCapacity(spans.count + 1)
+                nva.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
+                                      value: digitBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), namelen: 7,
+                                      valuelen: 3, flags: flags))
+                for span in spans {
+                    if !tokens.isEmpty {
+                        let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
+                        if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                    }
+                    nva.append(nghttp2_nv(name: base + span.name, value: base + span.value, namelen: span.nameLength,
+                                          valuelen: span.valueLength, flags: flags))
                 }
-                nva.append(nghttp2_nv(name: base + span.name, value: base + span.value, namelen: span.nameLength,
-                                      valuelen: span.valueLength, flags: flags))
+                return nva.withUnsafeBufferPointer(body)
             }
-            return nva.withUnsafeBufferPointer(body)
         }
     }
 }
