@@ -89,10 +89,9 @@ public enum AppCheckVerifier {
             // TokenClaims always carries the signature key when the payload has no jti member.
             return .failure(.malformed)
         }
-        var verified = VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audiences: audiences,
-                                      replayKey: replayKey)
-        verified.provider = provider
-        return .success(verified)
+        // Built in place in the result (no copy of a mutable local).
+        return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audiences: audiences,
+                                       replayKey: replayKey, provider: provider))
     }
 
     /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.

@@ -54,6 +54,12 @@ final class H2Stream {
 
     /// Appends `name: value\r\n` to the synthetic head bytes and records its ranges.
     func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        if fields.isEmpty {
+            // One allocation for a typical request's fields (an App Check token alone is about a kilobyte), instead of
+            // growing and copying as they arrive.
+            block.reserveCapacity(max(1024, name.count + value.count + 4))
+            fields.reserveCapacity(12)
+        }
         let nameStart = block.count
         block.append(contentsOf: name)
         let nameEnd = block.count

@@ -100,10 +100,23 @@ struct HeadScanner: Sendable {
             var found = false
             if let base = buffer.baseAddress {
                 let low: UInt64 = 0x0101_0101_0101_0101, high: UInt64 = 0x8080_8080_8080_8080
-                while p + 8 <= stop {
-                    let word = UInt64(littleEndian: (base + p).loadUnaligned(as: UInt64.self))
+                @inline(__always) func special(_ word: UInt64) -> UInt64 {
                     let del = word ^ (0x7F &* low)
-                    let mask = ((word &- 0x20 &* low) & ~word | (del &- low) & ~del) & high
+                    return ((word &- 0x20 &* low) & ~word | (del &- low) & ~del) & high
+                }
+                // Two words per turn while both fit (long values such as an App Check token), then one.
+                while p + 16 <= stop {
+                    let first = special(UInt64(littleEndian: (base + p).loadUnaligned(as: UInt64.self)))
+                    let second = special(UInt64(littleEndian: (base + p + 8).loadUnaligned(as: UInt64.self)))
+                    if first | second != 0 {
+                        p += first != 0 ? first.trailingZeroBitCount >> 3 : 8 + second.trailingZeroBitCount >> 3
+                        found = true
+                        break
+                    }
+                    p += 16
+                }
+                while !found && p + 8 <= stop {
+                    let mask = special(UInt64(littleEndian: (base + p).loadUnaligned(as: UInt64.self)))
                     if mask != 0 {
                         p += mask.trailingZeroBitCount >> 3
                         found = true

@@ -9,6 +9,28 @@ struct AppCheckDecision {
     var rejection: Rejection?
 }
 
+/// What the App Check step reads of the request's route, taken from the runtime's table in place: handing the step a
+/// `RouteSettings` copied each of its reference-counted fields (name, match, methods, providers) per request.
+struct StepRoute {
+    /// Holds the table (a reload may replace the loop's runtime while a request waits for its answer).
+    let runtime: Runtime
+    let index: Int
+    let enforcement: Enforcement
+    let corsPreflight: CORSPreflight
+    let replayProtection: Bool
+
+    init(runtime: Runtime, index: Int) {
+        self.runtime = runtime
+        self.index = index
+        enforcement = runtime.routes[index].enforcement
+        corsPreflight = runtime.routes[index].corsPreflight
+        replayProtection = runtime.routes[index].replayProtection
+    }
+
+    /// `providers` of the route, read in place.
+    var providers: Set<String> { runtime.routes[index].providers }
+}
+
 /// A refusal answered by the gateway itself.
 struct Rejection {
     var status: Int
@@ -42,7 +64,7 @@ final class AppCheckStep {
 
     var cachedTokens: Int { cache.count }
 
-    func evaluate(head: HTTPRequestHead, route: RouteSettings, completion: @escaping (AppCheckDecision) -> Void) {
+    func evaluate(head: HTTPRequestHead, route: StepRoute, completion: @escaping (AppCheckDecision) -> Void) {
         if route.enforcement == .off { return completion(AppCheckDecision(outcome: .skipped)) }
         if route.corsPreflight == .bypass && head.method == "OPTIONS"
             && head.headers.contains(lowercased: "origin")
@@ -113,7 +135,7 @@ final class AppCheckStep {
 
     /// Not served from the cache: parse, pick the key set, verify the signature (waiting once for a key-set refetch
     /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
-    private func verify(token: [UInt8], key: TokenCache.Key?, route: RouteSettings, mayWait: Bool,
+    private func verify(token: [UInt8], key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
                         completion: @escaping (AppCheckDecision) -> Void) {
         let runtime = context.runtime
         let now = context.wallClock
@@ -153,7 +175,7 @@ final class AppCheckStep {
     /// The checks every token passes, cached or not, in the same order (SPEC §4.2): claims and time, the route's
     /// providers, and on replay routes the limited-use check and the single-use consumption.
     private func conclude(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
-                          route: RouteSettings, completion: @escaping (AppCheckDecision) -> Void) {
+                          route: StepRoute, completion: @escaping (AppCheckDecision) -> Void) {
         let verified: VerifiedClaims
         switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
         case .success(let v): verified = v
@@ -202,7 +224,7 @@ final class AppCheckStep {
 
     /// No token: Firebase's "outdated client" when the request matches `app_check.outdated_client`, else
     /// "unknown origin".
-    private func missing(head: HTTPRequestHead, route: RouteSettings) -> AppCheckDecision {
+    private func missing(head: HTTPRequestHead, route: StepRoute) -> AppCheckDecision {
         var outcome = AppCheckOutcome(status: "missing", outcome: "unknown_origin", reason: AppCheckReason.missing.rawValue)
         if let matcher = context.runtime.outdatedClient, matcher.matches(head.headers) {
             outcome.outcome = "outdated_client"
@@ -212,7 +234,7 @@ final class AppCheckStep {
             status: 401, code: "app_check_token_missing", reason: AppCheckReason.missing.rawValue))
     }
 
-    private func refuse(_ route: RouteSettings, _ reason: AppCheckReason, fingerprint: String?,
+    private func refuse(_ route: StepRoute, _ reason: AppCheckReason, fingerprint: String?,
                         appId: String? = nil) -> AppCheckDecision {
         let reused = reason == .reused
         var outcome = AppCheckOutcome(status: reused ? "reused" : "invalid", outcome: reused ? "reused" : "invalid",

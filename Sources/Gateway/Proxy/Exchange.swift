@@ -142,7 +142,7 @@ final class Exchange: UpstreamOwner {
                 admitted(AppCheckDecision(outcome: .skipped))
                 return
             }
-            context.appCheck.evaluate(head: head, route: routes!.routes[routeIndex]) { decision in
+            context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex)) { decision in
                 guard self.stage == .admitting, !self.finished else { return }
                 self.admitted(decision)
             }

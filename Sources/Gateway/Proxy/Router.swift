@@ -4,12 +4,14 @@ struct Router: Sendable {
     let routes: [RouteSettings]
 
     func match(method: String, path: String) -> Int? {
-        for (i, route) in routes.enumerated() {
-            switch route.match {
+        // By index, reading each route's fields in place: iterating the values copied every `RouteSettings` (a retain
+        // per reference-counted field) on every request.
+        for i in routes.indices {
+            switch routes[i].match {
             case .exact(let p): if path != p { continue }
             case .prefix(let p): if !path.hasPrefix(p) { continue }
             }
-            if !route.methods.isEmpty && !route.methods.contains(method) { continue }
+            if !routes[i].methods.isEmpty && !routes[i].methods.contains(method) { continue }
             return i
         }
         return nil
