@@ -516,15 +516,13 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     // MARK: timers
 
-    /// Schedules the timer for `timeouts.deadline` (it only moves earlier here: a timer that fires early
-    /// re-schedules itself).
+    /// Schedules the timer for `timeouts.deadline`. Lazy both ways, so a keep-alive request costs no timer-heap
+    /// work: the timer only moves earlier here (one that fires early re-schedules itself for the real deadline), and
+    /// no deadline leaves it armed (firing then does nothing). `close()` cancels it.
     private func syncTimer() {
         guard phase != .closed else { return }
         let at = timeouts.deadline
-        if at == 0 {
-            if timer.isArmed { context.loop.cancel(timer) }
-            return
-        }
+        if at == 0 { return }
         if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
     }
 
