@@ -106,6 +106,19 @@ struct HeadFields: Sendable {
     }
 
     private mutating func addConnection(_ value: UnsafeRawBufferPointer) -> HTTPParseError? {
+        // The usual whole values, `keep-alive` and `close`, without the list walk.
+        if connectionTokens.isEmpty {
+            if HTTPSyntax.equalsLowercased(value, "keep-alive") {
+                hasKeepAlive = true
+                connectionTokens = Self.keepAliveOnly
+                return nil
+            }
+            if HTTPSyntax.equalsLowercased(value, "close") {
+                hasClose = true
+                connectionTokens = Self.closeOnly
+                return nil
+            }
+        }
         var failure: HTTPParseError?
         HTTPHeaders.forEachListElement(value) { element in
             guard HTTPSyntax.isToken(element) else {

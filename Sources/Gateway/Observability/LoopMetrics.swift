@@ -30,6 +30,17 @@ struct LoopMetrics: Sendable {
         var buckets = [Int](repeating: 0, count: LoopMetrics.durationBuckets.count)
         var durationSum = 0.0
         var durationCount = 0
+
+        /// Adds `r`'s counts; the mode becomes `r`'s (the latest).
+        mutating func add(_ r: Route) {
+            mode = r.mode
+            for i in 0..<min(outcomes.count, r.outcomes.count) { outcomes[i] += r.outcomes[i] }
+            for (k, v) in r.rejections { rejections[k, default: 0] += v }
+            for (k, v) in r.statuses { statuses[k, default: 0] += v }
+            for i in 0..<min(buckets.count, r.buckets.count) { buckets[i] += r.buckets[i] }
+            durationSum += r.durationSum
+            durationCount += r.durationCount
+        }
     }
 
     /// By route name (names survive reloads; a route's mode is its latest).
@@ -54,17 +65,7 @@ struct LoopMetrics: Sendable {
     }
 
     mutating func add(_ other: LoopMetrics) {
-        for (name, r) in other.routes {
-            var mine = routes[name] ?? Route(mode: r.mode)
-            mine.mode = r.mode
-            for i in 0..<mine.outcomes.count { mine.outcomes[i] += r.outcomes[i] }
-            for (k, v) in r.rejections { mine.rejections[k, default: 0] += v }
-            for (k, v) in r.statuses { mine.statuses[k, default: 0] += v }
-            for i in 0..<mine.buckets.count { mine.buckets[i] += r.buckets[i] }
-            mine.durationSum += r.durationSum
-            mine.durationCount += r.durationCount
-            routes[name] = mine
-        }
+        for (name, r) in other.routes { routes[name, default: Route(mode: r.mode)].add(r) }
         for (k, v) in other.unroutedStatuses { unroutedStatuses[k, default: 0] += v }
         tokenCacheHits += other.tokenCacheHits
         tokenCacheMisses += other.tokenCacheMisses

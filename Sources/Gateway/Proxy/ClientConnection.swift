@@ -263,7 +263,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                     return
                 case .complete(let head, let consumed):
                     inBuf.consume(consumed)
-                    parser.reset()
+                    // The parser reset itself on `.complete`.
                     headStarted = false
                     requestsSeen += 1
                     begin(head)

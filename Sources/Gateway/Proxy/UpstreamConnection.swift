@@ -281,7 +281,7 @@ final class UpstreamConnection: EventHandler {
                     return
                 case .complete(let head, let consumed):
                     inBuf.consume(consumed)
-                    parser.reset()
+                    // The parser reset itself on `.complete`.
                     if head.status < 200 {
                         // 1xx interim responses are not forwarded; 101 would switch protocols, which we never asked for.
                         if head.status == 101 { fail(.badResponse); return }

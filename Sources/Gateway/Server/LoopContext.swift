@@ -42,7 +42,12 @@ final class LoopContext {
     var resetBudget: ClientResetBudget?
     /// Process-wide counters (set by the worker).
     var shared: SharedState?
+    /// This loop's counters. Per-route request counters of configured routes wait in `routeSlots` until
+    /// `foldRouteSlots()` (readers outside the request path call it first).
     var metrics = LoopMetrics()
+    /// Counters of the routes of `slotTable`, by route index (nil: no request since the last fold).
+    private var routeSlots: [RouteSlot?] = []
+    private var slotTable: Runtime?
     /// Set when the server drains: responses say `Connection: close`.
     var draining = false
     /// Where connections report closing (the worker; it outlives the context's connections).
@@ -195,9 +200,26 @@ final class LoopContext {
         let status = ex.status
         let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
         if !ex.routeName.isEmpty {
-            // In place through the dictionary's modify accessor: no copy of the counters per request.
-            Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
-                       seconds: seconds)
+            if let table = ex.routeTable, ex.routeIndex >= 0, ex.routeIndex < table.routes.count {
+                // A configured route: its slot by index (no hashing of the name); folded into `metrics` when read.
+                if table !== slotTable {
+                    foldRouteSlots()
+                    slotTable = table
+                    routeSlots = Array(repeating: nil, count: table.routes.count)
+                }
+                let i = ex.routeIndex
+                if routeSlots[i] == nil { routeSlots[i] = RouteSlot(route: LoopMetrics.Route(mode: ex.mode)) }
+                Self.count(&routeSlots[i]!.route, ex, status: nil, seconds: seconds)
+                if status >= 0 && status < RouteSlot.statusLimit {
+                    routeSlots[i]!.statusCounts[status] += 1
+                } else {
+                    routeSlots[i]!.route.statuses[status, default: 0] += 1
+                }
+            } else {
+                // A built-in handler: by name, in place through the dictionary's modify accessor.
+                Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
+                           seconds: seconds)
+            }
             if ex.appCheckRan {
                 metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome,
                                          reason: ex.appCheck.reason, appId: ex.appCheck.appId)
@@ -208,7 +230,29 @@ final class LoopContext {
         accessLog(ex, status: status)
     }
 
-    private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int, seconds: Double) {
+    /// Moves the per-index route counters into `metrics.routes` by route name. Whoever reads `metrics` from outside
+    /// the request path (a scrape's snapshot, the worker's accessor) calls this first, on the loop thread.
+    func foldRouteSlots() {
+        guard let table = slotTable else { return }
+        for i in routeSlots.indices {
+            guard let slot = routeSlots[i] else { continue }
+            var route = slot.route
+            for (code, n) in slot.statusCounts.enumerated() where n > 0 { route.statuses[code, default: 0] += n }
+            metrics.routes[table.routes[i].name, default: LoopMetrics.Route(mode: route.mode)].add(route)
+            routeSlots[i] = nil
+        }
+    }
+
+    /// A configured route's counters between two folds; statuses below `statusLimit` by code in an array (no hashing
+    /// per request).
+    struct RouteSlot {
+        static let statusLimit = 600
+        var route: LoopMetrics.Route
+        var statusCounts = [Int](repeating: 0, count: RouteSlot.statusLimit)
+    }
+
+    /// `status` nil: the caller counts the status itself.
+    private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int?, seconds: Double) {
         r.mode = ex.mode
         if ex.appCheckRan, let i = LoopMetrics.outcomeIndex(ex.appCheck.outcome) {
             r.outcomes[i] += 1
@@ -216,7 +260,7 @@ final class LoopContext {
                 r.rejections[reason, default: 0] += 1
             }
         }
-        r.statuses[status, default: 0] += 1
+        if let status { r.statuses[status, default: 0] += 1 }
         var b = 0
         while b < LoopMetrics.durationBuckets.count && seconds > LoopMetrics.durationBuckets[b] { b += 1 }
         if b < r.buckets.count { r.buckets[b] += 1 }

@@ -48,7 +48,10 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         set { context.builtins = newValue }
     }
     var metrics: LoopMetrics {
-        get { context.metrics }
+        get {
+            context.foldRouteSlots()
+            return context.metrics
+        }
         set { context.metrics = newValue }
     }
 
@@ -158,6 +161,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
 
     /// A copy of this loop's counters, with the connection gauges filled in (called on the loop thread).
     func snapshotMetrics() -> LoopMetrics {
+        context.foldRouteSlots()
         var m = context.metrics
         for c in clients.values { if c.exchange != nil { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
         for c in h2Connections.values { if c.isActive { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
