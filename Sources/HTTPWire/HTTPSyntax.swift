@@ -7,9 +7,9 @@ public enum HTTPSyntax {
         // One bit per byte value below 128 (two words: 0x00–0x3F, 0x40–0x7F); bytes from 0x80 are not tchar.
         // Bits set: `!#$%&'*+-.` and DIGIT in the first word; ALPHA, `^_`|~` in the second.
         let low: UInt64 = 0x03FF_6CFA_0000_0000, high: UInt64 = 0x57FF_FFFF_C7FF_FFFE
-        if byte < 64 { return (low >> UInt64(byte)) & 1 != 0 }
-        if byte < 128 { return (high >> UInt64(byte &- 64)) & 1 != 0 }
-        return false
+        // Branch-free but for the range test: pick the word, shift by the low six bits.
+        let word = byte < 64 ? low : high
+        return byte < 128 && (word >> UInt64(byte & 63)) & 1 != 0
     }
 
     /// `token = 1*tchar` (RFC 9110 §5.6.2). The empty string is not a token.
