@@ -123,3 +123,17 @@ struct ResponseParserTests {
         #expect(parseResponse("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n") == .needMore)
     }
 }
+
+/// The reason phrase stays the upstream's bytes (obs-text included), read from the head's own copy of them.
+@Suite struct ReasonPhraseBytesTests {
+    @Test func reasonPhraseBytesAreKeptExactly() throws {
+        let input = bytes("HTTP/1.1 299 ") + [0x4F, 0x6B, 0x20, 0xE9, 0xFF, 0x80] + bytes("\r\nContent-Length: 0\r\n\r\n")
+        let head = try #require(parseResponse(input).head)
+        #expect(head.status == 299)
+        #expect(head.withReasonBytes { Array($0) } == [0x4F, 0x6B, 0x20, 0xE9, 0xFF, 0x80])
+        let empty = try #require(parseResponse("HTTP/1.1 204\r\n\r\n").head)
+        #expect(empty.withReasonBytes { $0.count } == 0)
+        #expect(empty.reason == "")
+        #expect(try #require(parseResponse("HTTP/1.1 404 Not Found\r\n\r\n").head).reason == "Not Found")
+    }
+}
