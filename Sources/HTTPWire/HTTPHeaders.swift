@@ -95,6 +95,21 @@ public struct HTTPHeaders: Hashable, Sendable {
         withNameBytes(at: index) { HTTPSyntax.equalsLowercased($0, string: lowercaseASCII) }
     }
 
+    /// Index of the first field after `after` named `lowercaseLiteral` (case-insensitive), or `nil`. Compares the
+    /// literal's bytes in place: the request path looks fields up with this.
+    public func firstIndex(ofLiteral lowercaseLiteral: StaticString, after: Int = -1) -> Int? {
+        bytes.withUnsafeBytes { raw -> Int? in
+            var index = after + 1
+            while index < fields.count {
+                let f = fields[index]
+                if HTTPSyntax.equalsLowercased(UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)]),
+                                               lowercaseLiteral) { return index }
+                index += 1
+            }
+            return nil
+        }
+    }
+
     /// Index of the first field named `lowercaseASCII` (case-insensitive), or `nil`.
     public func firstIndex(forLowercased lowercaseASCII: String) -> Int? {
         for index in fields.indices where nameEquals(at: index, lowercaseASCII) { return index }

@@ -71,19 +71,13 @@ final class AppCheckStep {
             && head.headers.contains(lowercased: "access-control-request-method") {
             return completion(AppCheckDecision(outcome: .skipped))
         }
-        // The token field, and whether there is a second one, in one pass that allocates nothing.
-        var tokenIndex = -1
-        var duplicate = false
-        head.headers.bytes.withUnsafeBytes { raw in
-            for (i, f) in head.headers.fields.enumerated() {
-                let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
-                guard HTTPSyntax.equalsLowercased(name, "x-firebase-appcheck") else { continue }
-                if tokenIndex >= 0 { duplicate = true; return }
-                tokenIndex = i
-            }
+        // The token field, and whether there is a second one, found without allocating.
+        guard let tokenIndex = head.headers.firstIndex(ofLiteral: "x-firebase-appcheck") else {
+            return completion(missing(head: head, route: route))
         }
-        if tokenIndex < 0 { return completion(missing(head: head, route: route)) }
-        if duplicate { return completion(refuse(route, .duplicateHeader, fingerprint: nil)) }
+        if head.headers.firstIndex(ofLiteral: "x-firebase-appcheck", after: tokenIndex) != nil {
+            return completion(refuse(route, .duplicateHeader, fingerprint: nil))
+        }
         let field = head.headers.fields[tokenIndex]
         let length = Int(field.valueEnd - field.valueStart)
         if length == 0 { return completion(missing(head: head, route: route)) }

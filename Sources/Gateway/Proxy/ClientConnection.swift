@@ -173,13 +173,17 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             inBuf = scratch
             borrowed = true
         } else if inBuf === context.emptyBuffer {
-            inBuf = IOBuffer(capacity: Self.readSize)
+            inBuf = IOBuffer(capacity: 0)
         }
     }
 
     /// Keeps only the leftover bytes (a partial head, pipelined requests, unforwarded body).
     private func returnScratch() {
-        guard borrowed else { return }
+        guard borrowed else {
+            // A buffer of the connection's own gives its storage back once drained (an idle connection holds none).
+            if inBuf !== context.emptyBuffer { inBuf.release() }
+            return
+        }
         borrowed = false
         let scratch = inBuf
         if scratch.isEmpty || phase == .closed {

@@ -59,7 +59,7 @@ final class Exchange: UpstreamOwner {
     /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
     /// the exchange waits for its App Check answer).
     private var routes: Runtime?
-    /// The runtime whose route table `routeIndex` points into (for the loop's per-route counters).
+    /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
     private var upstream: UpstreamConnection?
     /// The request may be sent once more (body-less, neither POST nor PATCH): `head` and `target` are kept for it.

@@ -162,16 +162,7 @@ final class LoopContext {
 
     /// The client's `X-Request-Id` when it is valid (1–128 of `A–Z a–z 0–9 - _ . :`), else a new one.
     func requestId(from headers: HTTPHeaders) -> String {
-        var found: Int?
-        headers.bytes.withUnsafeBytes { raw in
-            for (i, f) in headers.fields.enumerated()
-            where HTTPSyntax.equalsLowercased(UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)]),
-                                              "x-request-id") {
-                found = i
-                return
-            }
-        }
-        if let i = found {
+        if let i = headers.firstIndex(ofLiteral: "x-request-id") {
             let ok = headers.withValueBytes(at: i) { v -> Bool in
                 guard v.count >= 1 && v.count <= 128 else { return false }
                 for b in v {
