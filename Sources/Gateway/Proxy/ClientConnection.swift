@@ -442,7 +442,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange ex: Exchange) {
         if close { closeAfterResponse = true }
-        outBuf.append(ResponseHeadWriter.statusLine(status))
+        ResponseHeadWriter.writeStatusLine(status, into: outBuf)
         outBuf.append(ErrorResponse.reasonPhrase(status))
         for (name, value) in headers {
             outBuf.append(Self.crlf)

@@ -11,7 +11,7 @@ enum ErrorResponse {
     static func write(into out: IOBuffer, status: Int, code: String, reason: String, requestId: String, close: Bool,
                       retryAfter: Int?, headOnly: Bool) {
         let body = Self.body(code: code, reason: reason, requestId: requestId)
-        out.append(ResponseHeadWriter.statusLine(status))
+        ResponseHeadWriter.writeStatusLine(status, into: out)
         out.append(reasonPhrase(status))
         out.append("\r\nContent-Type: application/json\r\nContent-Length: ")
         out.appendDecimal(body.utf8.count)

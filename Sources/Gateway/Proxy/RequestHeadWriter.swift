@@ -221,36 +221,17 @@ enum ResponseHeadWriter {
         out.append(static: "\r\n")
     }
 
-    /// `HTTP/1.1 NNN ` (with the space before the reason phrase) for a status in 100–999, written in place.
+    /// `HTTP/1.1 NNN ` (with the space before the reason phrase), written in place: the one status-line writer
+    /// for proxied responses, the gateway's own answers and the admin listener.
     static func writeStatusLine(_ status: Int, into out: IOBuffer) {
-        guard status >= 100 && status <= 999 else {
-            out.append(statusLine(status))
-            return
-        }
         out.append(static: "HTTP/1.1 ")
-        out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 100))
-        out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 10 % 10))
-        out.append(byte: UInt8(ascii: "0") &+ UInt8(status % 10))
+        if status >= 100 && status <= 999 {
+            out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 100))
+            out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 10 % 10))
+            out.append(byte: UInt8(ascii: "0") &+ UInt8(status % 10))
+        } else {
+            out.appendDecimal(status)
+        }
         out.append(byte: UInt8(ascii: " "))
-    }
-
-    private static let statusLines: [[UInt8]] = (0..<600).map { Array("HTTP/1.1 \($0) ".utf8) }
-    static func statusLine(_ status: Int) -> [UInt8] {
-        status >= 0 && status < 600 ? statusLines[status] : Array("HTTP/1.1 \(status) ".utf8)
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// Appends the UTF-8 of `string` with one copy (`append(contentsOf: string.utf8)` takes a slow generic path).
-    @inline(__always)
-    mutating func appendUTF8(_ string: String) {
-        var s = string
-        s.withUTF8 { append(contentsOf: $0) }
-    }
-
-    @inline(__always)
-    mutating func appendUTF8(_ string: Substring) {
-        var s = string
-        s.withUTF8 { append(contentsOf: $0) }
     }
 }

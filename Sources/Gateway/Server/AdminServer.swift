@@ -137,7 +137,7 @@ final class AdminConnection: EventHandler {
         guard !closed else { return }
         answered = true
         responseQueued = true
-        outBuf.append(ResponseHeadWriter.statusLine(status))
+        ResponseHeadWriter.writeStatusLine(status, into: outBuf)
         outBuf.append(status == 200 ? "OK" : ErrorResponse.reasonPhrase(status))
         outBuf.append("\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\n\(extraHeaders)Connection: close\r\n\r\n")
         if !headOnly { outBuf.append(body) }
