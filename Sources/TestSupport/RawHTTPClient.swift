@@ -23,11 +23,18 @@ public final class RawHTTPClient {
     private var buffer: [UInt8] = []
     public private(set) var peerClosed = false
 
-    public init(port: UInt16, timeout: Double = 5) throws {
+    /// Connects to 127.0.0.1:`port`, from `source` (another loopback address such as 127.0.0.2, to be a second
+    /// client address) when given.
+    public init(port: UInt16, timeout: Double = 5, source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SocketError("socket") }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if let source {
+            guard let local = SocketAddress(ip: source, port: 0), local.withSockAddr({ bind(fd, $0, $1) }) == 0 else {
+                throw SocketError("bind \(source)")
+            }
+        }
         guard let address = SocketAddress(ip: "127.0.0.1", port: port),
               address.withSockAddr({ Glibc.connect(fd, $0, $1) }) == 0 else {
             // No close here: the object is fully initialised, so throwing runs `deinit`, which closes `fd`.
@@ -137,8 +144,9 @@ public final class RawHTTPClient {
     }
 
     /// One request, one response; `timeout` bounds each read.
-    public static func roundTrip(port: UInt16, _ request: String, method: String = "GET", timeout: Double = 5) throws -> TestResponse {
-        let c = try RawHTTPClient(port: port, timeout: timeout)
+    public static func roundTrip(port: UInt16, _ request: String, method: String = "GET", timeout: Double = 5,
+                                 source: String? = nil) throws -> TestResponse {
+        let c = try RawHTTPClient(port: port, timeout: timeout, source: source)
         try c.send(request)
         return try c.readResponse(requestMethod: method)
     }

@@ -67,7 +67,7 @@ import TestSupport
           bundle_id: com.example.app
           app_attest:
             environments: [production, development]
-          debug_secrets: ["0123456789abcdef0123"]
+          debug_secrets: ["0123456789abcdef0123456"]
           session_ttl: 2h
     """
 
@@ -217,11 +217,11 @@ import TestSupport
 
     @Test func aShortDebugSecretIsRefusedWithoutEchoingIt() throws {
         let keys = try KeyFiles()
-        let yaml = issuer(keys, apps: Self.fullApp.replacingOccurrences(of: "\"0123456789abcdef0123\"", with: "\"${UNSET:-}\""))
+        let yaml = issuer(keys, apps: Self.fullApp.replacingOccurrences(of: "\"0123456789abcdef0123456\"", with: "\"${UNSET:-}\""))
         let found = errors(yaml)
         #expect(found.count == 1)
-        #expect(found.first?.message.contains("is 0 characters long; at least 16 are required") == true)
-        let short = issuer(keys, apps: Self.fullApp.replacingOccurrences(of: "\"0123456789abcdef0123\"", with: "\"hunter2\""))
+        #expect(found.first?.message.contains("is 0 characters long; at least 22 are required") == true)
+        let short = issuer(keys, apps: Self.fullApp.replacingOccurrences(of: "\"0123456789abcdef0123456\"", with: "\"hunter2\""))
         let shortErrors = errors(short)
         #expect(shortErrors.count == 1)
         #expect(shortErrors.allSatisfy { !$0.message.contains("hunter2") })

@@ -119,7 +119,7 @@ import TestSupport
 
         /// A custom token; `claims` replace or add to the valid defaults (`nil` removes one).
         func customToken(alg: String = "RS256", kid: String? = nil, claims: [String: String?] = [:],
-                         signer: RSAPrivateKey? = nil) throws -> String {
+                         signer: RSAPrivateKey? = nil, extraHeader: String = "") throws -> String {
             let now = Int(Date().timeIntervalSince1970)
             var all: [String: String?] = [
                 "iss": JSONText.quote(IssuerDeviceCheckAndCustomTests.backend),
@@ -130,7 +130,7 @@ import TestSupport
             ]
             for (k, v) in claims { all[k] = v }
             let payload = "{" + all.keys.sorted().compactMap { k in all[k]!.map { "\(JSONText.quote(k)):\($0)" } }.joined(separator: ",") + "}"
-            let header = #"{"alg":"\#(alg)","kid":"\#(kid ?? (alg == "ES256" ? "ec-1" : "rsa-1"))","typ":"JWT"}"#
+            let header = #"{"alg":"\#(alg)","kid":"\#(kid ?? (alg == "ES256" ? "ec-1" : "rsa-1"))","typ":"JWT"\#(extraHeader)}"#
             if alg == "ES256" {
                 return try TokenMinter.mintRawES256(headerJSON: Array(header.utf8), payloadJSON: Array(payload.utf8), key: es256)
             }
@@ -272,6 +272,9 @@ import TestSupport
             (try rig.customToken(claims: ["iat": "\(now + 100)", "exp": "\(now + 200)"]), "custom_token_issued_in_future", 403),
             (try rig.customToken(claims: ["exp": nil]), "custom_token_malformed", 400),
             (try rig.customToken(alg: "HS256"), "custom_token_algorithm", 403),
+            // RFC 7515 §4.1.11: an extension named in `crit` must be understood; none is, so any `crit` is refused.
+            (try rig.customToken(extraHeader: #","crit":["exp"]"#), "custom_token_crit", 403),
+            (try rig.customToken(alg: "ES256", extraHeader: #","crit":["b64"],"b64":true"#), "custom_token_crit", 403),
             ("not.a-token", "custom_token_malformed", 400),
         ]
         for (n, (token, rule, status)) in cases.enumerated() {
@@ -281,5 +284,58 @@ import TestSupport
             #expect(line.contains(#""rule":"\#(rule)""#), "expected \(rule): \(line)")
             #expect(!line.contains(token), "the log line carries the token")
         }
+    }
+
+    /// Issue 23 #3: a custom token is exchanged once whatever its encoding. ECDSA signatures are malleable — (r, n − s)
+    /// verifies as well as (r, s) — and base64url may spell the same signature bytes in more than one way; neither
+    /// makes a new token.
+    @Test func aCustomTokenIsOnceWhateverItsSignatureEncoding() throws {
+        let rig = try Rig()
+        defer { rig.stop() }
+        for _ in 0..<4 {
+            let token = try rig.customToken(alg: "ES256")
+            let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+            let signature = try #require(Base64URL.decode(Array(parts[2].utf8)))
+            #expect(signature.count == 64)
+            let twinSignature = Array(signature[..<32]) + Self.p256Negate(Array(signature[32...]))
+            let twin = "\(parts[0]).\(parts[1]).\(Base64URL.encode(twinSignature))"
+            // Both twins verify: whichever is presented first mints, the other is the same token.
+            let (first, second) = Bool.random() ? (token, twin) : (twin, token)
+            let minted = try rig.custom(first)
+            #expect(minted.status == 200, "\(minted.bodyText)")
+            let again = try rig.custom(second)
+            #expect(again.status == 403, "the (r, n − s) twin was exchanged again: \(again.bodyText)")
+        }
+        #expect(rig.issuerLine("exchangeCustomToken", 7).contains(#""rule":"custom_token_reused""#))
+        let reused = rig.gateway.logLines().filter { $0.contains(#""rule":"custom_token_reused""#) }.count
+        #expect(reused == 4)
+
+        // RS256: the last base64url character of a 256-byte signature carries 4 unused bits; another spelling of
+        // the same bytes is refused (as malformed, or as the same token), never exchanged again.
+        let rs = try rig.customToken()
+        #expect(try rig.custom(rs).status == 200)
+        var chars = Array(rs)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let last = try #require(alphabet.firstIndex(of: chars[chars.count - 1]))
+        chars[chars.count - 1] = alphabet[last ^ 1]
+        let respelled = try rig.custom(String(chars))
+        #expect(respelled.status == 403 || respelled.status == 400, "\(respelled.bodyText)")
+    }
+
+    /// n − s for P-256's group order n (big-endian, 32 bytes).
+    static func p256Negate(_ s: [UInt8]) -> [UInt8] {
+        let n: [UInt8] = [
+            0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+            0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
+        ]
+        var out = [UInt8](repeating: 0, count: 32)
+        var borrow = 0
+        for i in stride(from: 31, through: 0, by: -1) {
+            var d = Int(n[i]) - Int(s[i]) - borrow
+            borrow = d < 0 ? 1 : 0
+            if d < 0 { d += 256 }
+            out[i] = UInt8(d)
+        }
+        return out
     }
 }

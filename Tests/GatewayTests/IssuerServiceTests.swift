@@ -9,7 +9,7 @@ import Testing
 /// memory state's single-use and compare-and-set rules. Real RSA keys, a manual clock.
 @Suite struct IssuerServiceTests {
     static let appId = "1:123456789012:ios:0a1b2c3d4e5f6a7b"
-    static let secret = "debug-secret-0123456789"
+    static let secret = "debug-secret-0123456789"  // the service takes any secret; the config requires 22+ characters
 
     final class ManualClock: Sendable {
         private let value: Mutex<Double>

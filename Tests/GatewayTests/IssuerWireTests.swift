@@ -95,14 +95,67 @@ import Testing
         #expect(IssuerError.bodyTooLarge.code == 413 && IssuerError.bodyTooLarge.status == "INVALID_ARGUMENT")
     }
 
-    @Test func rateLimiterAdmitsTheRateAndRefillsWithTime() {
-        let limiter = ExchangeRateLimiter(ratePerSecond: 5, now: 100)
-        #expect((0..<5).allSatisfy { _ in limiter.admit(now: 100) })
-        #expect(!limiter.admit(now: 100))
-        #expect(limiter.admit(now: 100.2))      // one token back after 1/5 s
-        #expect(!limiter.admit(now: 100.2))
-        #expect((0..<5).filter { _ in limiter.admit(now: 200) }.count == 5, "the bucket never holds more than a second's worth")
-        #expect(!limiter.admit(now: 99), "a clock that goes back admits nothing extra")
+    @Test func processCeilingAdmitsTheRateAndRefillsWithTime() {
+        let limits = IssuerLimits(perSecond: 5, perAddress: 0)
+        func admit(_ now: Double) -> Bool { limits.admit(address: "a", appId: "x", now: now) == .admitted }
+        #expect((0..<5).allSatisfy { _ in admit(100) })
+        #expect(limits.admit(address: "a", appId: "x", now: 100) == .refused("rate_limited"))
+        #expect(admit(100.2))      // one token back after 1/5 s
+        #expect(!admit(100.2))
+        #expect((0..<5).filter { _ in admit(200) }.count == 5, "the bucket never holds more than a second's worth")
+        #expect(!admit(99), "a clock that goes back admits nothing extra")
+    }
+
+    @Test func oneAddressCannotSpendAnothersShare() {
+        let limits = IssuerLimits(perSecond: 100, perAddress: 5)
+        // Burst twice the per-address rate, then refused for that address only, without charging the ceiling.
+        #expect((0..<10).allSatisfy { _ in limits.admit(address: "10.0.0.1", appId: "x", now: 0) == .admitted })
+        for _ in 0..<1000 { #expect(limits.admit(address: "10.0.0.1", appId: "x", now: 0) == .refused("rate_limited_address")) }
+        #expect((0..<10).allSatisfy { _ in limits.admit(address: "10.0.0.2", appId: "x", now: 0) == .admitted })
+        #expect(limits.admit(address: "10.0.0.1", appId: "x", now: 0.2) == .admitted, "one token back after 1/5 s")
+    }
+
+    @Test func perAppLimitUnderTheCeiling() {
+        let limits = IssuerLimits(perSecond: 100, perAddress: 0, perApp: ["busy": 3])
+        #expect((0..<3).allSatisfy { _ in limits.admit(address: "a", appId: "busy", now: 0) == .admitted })
+        #expect(limits.admit(address: "a", appId: "busy", now: 0) == .refused("rate_limited_app"))
+        #expect(limits.admit(address: "a", appId: "other", now: 0) == .admitted)
+    }
+
+    @Test func debugGuessesAreLimitedPerAddress() {
+        let limits = IssuerLimits(perSecond: 100, perAddress: 0)
+        for _ in 0..<10 {
+            #expect(limits.debugGuessAllowed(address: "a", now: 0))
+            limits.debugGuessFailed(address: "a", now: 0)
+        }
+        #expect(!limits.debugGuessAllowed(address: "a", now: 0))
+        #expect(limits.debugGuessAllowed(address: "b", now: 0), "another address is unaffected")
+        #expect(!limits.debugGuessAllowed(address: "a", now: 5.9))
+        #expect(limits.debugGuessAllowed(address: "a", now: 6.1), "one guess back after 6 s (10 a minute)")
+    }
+
+    @Test func bucketTableIsBoundedAndForgetsRefilledKeys() {
+        let buckets = KeyedBuckets(rate: 1, burst: 2, capacity: 100)
+        for i in 0..<100 { #expect(buckets.take("k\(i)", now: 0)) }
+        #expect(buckets.trackedKeys == 100)
+        #expect(buckets.take("new", now: 0), "an untracked key is held to the limits above only")
+        #expect(buckets.trackedKeys == 100)
+        // After the buckets refilled, a new key finds room: refilled ones are forgotten (they lose nothing).
+        #expect(buckets.take("new", now: 5))
+        #expect(buckets.trackedKeys == 1)
+    }
+
+    @Test func clientAddressKeys() {
+        #expect(ClientAddressKey.key(ipBytes: [127, 0, 0, 2]) == "127.0.0.2")
+        let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 192, 0, 2, 1]
+        #expect(ClientAddressKey.key(ipBytes: mapped) == "192.0.2.1")
+        #expect(ClientAddressKey.key(text: "2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(ClientAddressKey.key(text: " 2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64",
+                "one /64 is one client")
+        #expect(ClientAddressKey.key(text: "[::1]") == "0:0:0:0::/64")
+        #expect(ClientAddressKey.key(text: "203.0.113.9 ") == "203.0.113.9")
+        #expect(ClientAddressKey.key(text: "not-an-ip") == nil)
+        #expect(ClientAddressKey.key(text: "203.0.113.9:443") == nil)
     }
 
     @Test func debugSecretsMatchExactly() {
@@ -114,5 +167,34 @@ import Testing
         #expect(!secrets.matches("0123456789abcde"))
         #expect(!secrets.matches(""))
         #expect(!DebugSecrets([]).matches(""))
+    }
+}
+
+/// Every status the gateway writes itself carries its standard reason phrase (issue 23: the issuer's answers said
+/// `HTTP/1.1 200 Error` and `429 Error`).
+@Suite struct ReasonPhraseTests {
+    /// The gateway's own answers (docs/behaviour.md), the issuer's (IssuerError codes and 200), and the admin listener's.
+    static let written = [200, 400, 401, 403, 404, 405, 408, 413, 414, 429, 431, 501, 502, 503, 504, 505]
+
+    @Test func everyWrittenStatusHasItsPhrase() {
+        let expected = [200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+                        405: "Method Not Allowed", 408: "Request Timeout", 413: "Content Too Large",
+                        414: "URI Too Long", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+                        501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
+                        504: "Gateway Timeout", 505: "HTTP Version Not Supported"]
+        for status in Self.written { #expect(ErrorResponse.reasonPhrase(status) == expected[status], "\(status)") }
+        for code in [IssuerError.rateLimited, .bodyTooLarge, .permissionDenied("x"), .notFound("x", "y"),
+                     .invalidArgument("x", "y"), .unavailable("x")].map(\.code) {
+            #expect(Self.written.contains(code) && !ErrorResponse.reasonPhrase(code).isEmpty, "\(code)")
+        }
+    }
+
+    @Test func noStatusGetsAMadeUpPhrase() {
+        for status in 100...599 {
+            let phrase = ErrorResponse.reasonPhrase(status)
+            #expect(phrase != "Error", "\(status)")
+            #expect(phrase.allSatisfy { $0.isASCII && ($0.isLetter || $0 == " " || $0 == "-") }, "\(status)")
+        }
+        #expect(ErrorResponse.reasonPhrase(299).isEmpty, "an unregistered status gets an empty phrase")
     }
 }

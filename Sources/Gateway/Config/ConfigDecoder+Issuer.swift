@@ -10,8 +10,12 @@ import Yams
 extension ConfigDecoder {
     static let issuerKeys = [
         "base_path", "issuer_url", "signing_keys", "session_ttl", "limited_use_ttl", "challenge_ttl", "state",
-        "max_exchanges_per_second", "apps", "custom_token_issuers",
+        "max_exchanges_per_second", "max_exchanges_per_address", "max_challenges_per_address", "apps",
+        "custom_token_issuers",
     ]
+
+    /// The shortest debug secret accepted: 22 characters of base64 carry 128 bits (docs/issuer.md).
+    static let minDebugSecretLength = 22
 
     /// Bounds of the issuer's lifetimes, in seconds.
     static let sessionTTLRange: ClosedRange<Double> = 1800...(7 * 86400)
@@ -57,6 +61,13 @@ extension ConfigDecoder {
         if let v = f.value("state") { issuer.state = decodeIssuerState(v) }
         if let v = f.value("max_exchanges_per_second"), let n = int(v, "issuer.max_exchanges_per_second", in: 1...1_000_000) {
             issuer.maxExchangesPerSecond = n
+        }
+        if let v = f.value("max_exchanges_per_address"), let n = int(v, "issuer.max_exchanges_per_address", in: 0...1_000_000) {
+            issuer.maxExchangesPerAddress = n
+        }
+        if let v = f.value("max_challenges_per_address"),
+           let n = int(v, "issuer.max_challenges_per_address", in: 0...1_000_000) {
+            issuer.maxChallengesPerAddress = n
         }
         if let v = f.value("apps"), let items = list(v, "issuer.apps") {
             var seen: [String: ConfigPosition] = [:]
@@ -171,6 +182,7 @@ extension ConfigDecoder {
     private func decodeIssuerApp(_ node: Node, _ context: String, projectNumber: String, customTokens: Bool) -> IssuerAppSettings? {
         guard let f = fields(node, context, known: [
             "app_id", "team_id", "bundle_id", "app_attest", "device_check", "debug_secrets", "session_ttl", "limited_use_ttl",
+            "max_exchanges_per_second",
         ]) else { return nil }
         var appId: String?
         if let v = f.value("app_id"), let text = nonEmptyString(v, "\(context).app_id") {
@@ -212,8 +224,10 @@ extension ConfigDecoder {
             for (i, item) in items.enumerated() {
                 guard let secret = string(item, "\(context).debug_secrets[\(i)]") else { continue }
                 // Never echo the secret: a message names only its length.
-                if secret.count < 16 {
-                    error(item, "\(context).debug_secrets[\(i)] is \(secret.count) characters long; at least 16 are required (an unset variable expands to nothing)")
+                if secret.count < Self.minDebugSecretLength {
+                    error(item, "\(context).debug_secrets[\(i)] is \(secret.count) characters long; at least \(Self.minDebugSecretLength) are required for 128 bits (e.g. a UUID, Firebase's own format; an unset variable expands to nothing)")
+                } else if Set(secret.unicodeScalars).count < 8 {
+                    error(item, "\(context).debug_secrets[\(i)] uses fewer than 8 distinct characters: a placeholder, not a secret (use a random UUID or 22+ characters of base64)")
                 } else {
                     app.debugSecrets.append(secret)
                 }
@@ -222,6 +236,10 @@ extension ConfigDecoder {
         if let v = f.value("session_ttl"), let d = duration(v, "\(context).session_ttl", in: Self.sessionTTLRange) { app.sessionTTL = d }
         if let v = f.value("limited_use_ttl"), let d = duration(v, "\(context).limited_use_ttl", in: Self.limitedUseTTLRange) {
             app.limitedUseTTL = d
+        }
+        if let v = f.value("max_exchanges_per_second"),
+           let n = int(v, "\(context).max_exchanges_per_second", in: 1...1_000_000) {
+            app.maxExchangesPerSecond = n
         }
         if appId != nil, !customTokens, app.methods.isEmpty, f.value("app_attest") == nil, f.value("device_check") == nil,
            f.value("debug_secrets") == nil {

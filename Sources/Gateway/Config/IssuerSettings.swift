@@ -24,6 +24,11 @@ public struct IssuerSettings: Sendable {
     /// Exchanges (including challenge requests) admitted per second per process; beyond it 429
     /// (1..1,000,000, default 200).
     public var maxExchangesPerSecond: Int = 200
+    /// Exchanges admitted per second from one client address (IPv4 /32, IPv6 /64), burst twice that; beyond it
+    /// 429 for that address only (0 = off, 1..1,000,000, default 20).
+    public var maxExchangesPerAddress: Int = 20
+    /// App Attest challenges one client address may hold outstanding, in every state store (0 = off, default 1,000).
+    public var maxChallengesPerAddress: Int = 1000
     /// The apps this issuer mints tokens for, in file order; App IDs are unique.
     public var apps: [IssuerAppSettings] = []
     /// Backends whose short-lived JWTs `exchangeCustomToken` accepts; `iss` values are unique.
@@ -38,6 +43,16 @@ public struct IssuerSettings: Sendable {
     /// `custom_token_issuers` is set (a custom token names its app).
     public func methods(for app: IssuerAppSettings) -> [String] {
         app.methods + (customTokenIssuers.isEmpty ? [] : ["exchangeCustomToken"])
+    }
+
+    /// Warnings about apps whose tokens no route would accept: an app minted for here but missing from a non-empty
+    /// `app_check.app_ids` (every enforce route refuses its tokens as `app_not_allowed`). One line per app.
+    public func warnings(allowedAppIds: [String]) -> [String] {
+        guard !allowedAppIds.isEmpty else { return [] }
+        let allowed = Set(allowedAppIds)
+        return apps.filter { !allowed.contains($0.appId) }.map {
+            "warning: issuer app \($0.appId) is not in app_check.app_ids: enforce routes refuse the tokens minted for it (app_not_allowed)"
+        }
     }
 
     /// The app with this App ID, if configured.
@@ -63,11 +78,13 @@ public struct IssuerAppSettings: Sendable {
     public var bundleId: String?
     public var appAttest: AppAttestAppSettings?
     public var deviceCheck: DeviceCheckAppSettings?
-    /// Secrets accepted by `exchangeDebugToken`, each at least 16 characters. Never logged.
+    /// Secrets accepted by `exchangeDebugToken`, each at least 22 characters (128 bits as base64). Never logged.
     public var debugSecrets: [String] = []
     /// Per-app overrides of the issuer's TTLs.
     public var sessionTTL: Double?
     public var limitedUseTTL: Double?
+    /// Exchanges of this app admitted per second (under the process ceiling); nil = the ceiling only.
+    public var maxExchangesPerSecond: Int?
 
     public init(appId: String) { self.appId = appId }
 

@@ -34,7 +34,10 @@ public func describeRoutes(_ settings: Settings) -> String {
         ])
     }
     lines += alignedRows(rows).map { "  " + $0 }
-    if let issuer = settings.issuer { lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber) }
+    if let issuer = settings.issuer {
+        lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber)
+        lines += issuer.warnings(allowedAppIds: settings.appCheck.appIds)
+    }
     return lines.joined(separator: "\n") + "\n"
 }
 
@@ -47,7 +50,7 @@ private func describeIssuer(_ issuer: IssuerSettings, projectNumber: String) -> 
         "  iss:  \(issuer.tokenIssuer(projectNumber: projectNumber))",
         "  signing keys: \(issuer.signingKeyPaths.count) (signs with \(issuer.signingKeyPaths.first ?? "?"))",
         "  ttl: session \(ConfigValueParser.formatDuration(issuer.sessionTTL)), limited use \(ConfigValueParser.formatDuration(issuer.limitedUseTTL)), challenge \(ConfigValueParser.formatDuration(issuer.challengeTTL))",
-        "  state: \(issuer.state.store.rawValue); at most \(issuer.maxExchangesPerSecond) exchanges/s",
+        "  state: \(issuer.state.store.rawValue); at most \(issuer.maxExchangesPerSecond) exchanges/s, \(issuer.maxExchangesPerAddress) per address, \(issuer.maxChallengesPerAddress) outstanding challenges per address",
     ]
     var rows = [["APP ID", "METHODS"]]
     for app in issuer.apps {

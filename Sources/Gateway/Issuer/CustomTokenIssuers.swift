@@ -9,7 +9,8 @@ import KeySets
 ///
 /// A custom token passes when, in this order (the first failure is the rule in the log line):
 /// 1. it is a compact JWS of at most `maxTokenBytes` with JSON header and payload (else 400 `custom_token_malformed`);
-/// 2. `alg` is `RS256` or `ES256` and `kid` a string (else `custom_token_algorithm`);
+/// 2. `alg` is `RS256` or `ES256` and `kid` a string (else `custom_token_algorithm`), and the header has no `crit`
+///    (RFC 7515 §4.1.11: no extension is understood here, so any is refused: `custom_token_crit`);
 /// 3. `iss` names an entry (else `custom_token_issuer_unknown`), whose keys are fetched (right after start the
 ///    exchange waits up to 3 s for the first fetch; else 503 `custom_token_jwks_unavailable`) and hold `kid` for
 ///    that algorithm (else `custom_token_unknown_kid`, and an early refetch is asked for);
@@ -19,7 +20,9 @@ import KeySets
 /// 7. `iat` and `exp` are numbers (else `custom_token_malformed`), `exp - iat` at most 300 s (else
 ///    `custom_token_lifetime_too_long`), `now < exp + clock_skew` (else `custom_token_expired`), `iat <= now +
 ///    clock_skew` (else `custom_token_issued_in_future`).
-/// The service then records the token's SHA-256 until `exp + clock_skew`, so it is exchanged once.
+/// The service then records `usedRecord` until `exp + clock_skew`, so it is exchanged once whatever its encoding:
+/// SHA-256 of the signing input and the decoded signature, an ES256 signature in its low-S form (so the malleable
+/// twin (r, n − s) and any other base64url spelling of the same signature are the same record).
 final class CustomTokenIssuers: Sendable {
     /// Largest custom token accepted, in bytes.
     static let maxTokenBytes = 8 * 1024
@@ -56,7 +59,8 @@ final class CustomTokenIssuers: Sendable {
 
     /// Checks `token` for `appId` at `now`; returns the time until which it must be remembered as used. Runs off
     /// the event loops: right after start it may wait up to `firstFetchWait` for the backend's first key set.
-    func verify(_ token: String, appId: String, audience: String, now: Double) async throws(IssuerError) -> Double {
+    func verify(_ token: String, appId: String, audience: String,
+                now: Double) async throws(IssuerError) -> (rememberUntil: Double, usedRecord: [UInt8]) {
         let bytes = Array(token.utf8)
         guard bytes.count <= Self.maxTokenBytes else { throw malformed }
         guard let jws = CompactJWS.decode(bytes, maxJSONBytes: Self.maxTokenBytes) else { throw malformed }
@@ -67,6 +71,7 @@ final class CustomTokenIssuers: Sendable {
               let kid = header.member("kid")?.stringValue else {
             throw .permissionDenied("custom_token_algorithm")
         }
+        guard header.member("crit") == nil else { throw .permissionDenied("custom_token_crit") }
         guard let iss = payload.member("iss")?.stringValue,
               let entry = entries.first(where: { $0.iss.utf8.elementsEqual(iss.utf8) }) else {
             throw .permissionDenied("custom_token_issuer_unknown")
@@ -101,7 +106,8 @@ final class CustomTokenIssuers: Sendable {
         guard exp - iat <= Self.maxLifetime else { throw .permissionDenied("custom_token_lifetime_too_long") }
         guard now < exp + clockSkew else { throw .permissionDenied("custom_token_expired") }
         guard iat <= now + clockSkew else { throw .permissionDenied("custom_token_issued_in_future") }
-        return exp + clockSkew
+        let canonical = alg == "ES256" ? ES256Signature.lowS(signature) : signature
+        return (exp + clockSkew, SHA256Digest.hash(Array(signingInput) + [0] + canonical))
     }
 
     private var malformed: IssuerError { .invalidArgument("custom_token_malformed", "The custom token is malformed.") }

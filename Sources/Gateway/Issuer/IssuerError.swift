@@ -43,8 +43,13 @@ public struct IssuerError: Error, Sendable, Equatable {
                                                  message: "The request body exceeds 64 KiB.", rule: "body_too_large")
 
     /// 429: past `max_exchanges_per_second`.
-    public static let rateLimited = IssuerError(code: 429, status: "RESOURCE_EXHAUSTED",
-                                                message: "Too many exchanges; retry later.", rule: "rate_limited")
+    public static let rateLimited = limited("rate_limited")
+
+    /// 429 for one of the limits (docs/issuer.md, Limits): `rate_limited_address`, `rate_limited_app`,
+    /// `rate_limited`, `debug_guesses_exhausted`, `challenge_address_full`.
+    public static func limited(_ rule: String) -> IssuerError {
+        IssuerError(code: 429, status: "RESOURCE_EXHAUSTED", message: "Too many exchanges; retry later.", rule: rule)
+    }
 
     /// 503: the state store or Apple could not answer; nothing was minted.
     public static func unavailable(_ rule: String, detail: String = "") -> IssuerError {

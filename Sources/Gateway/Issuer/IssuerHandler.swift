@@ -6,9 +6,9 @@ import EventLoop
 /// One handler per event loop (it answers on its own loop).
 final class IssuerHandler: BuiltinHandler {
     let name = "issuer"
-    /// One byte over the issuer's limit still reaches the service, which answers 413 in Google's error shape;
-    /// a declared length past it is refused by the exchange with `bodyTooLarge()` before any byte is read.
-    let maxBodyBytes = IssuerJSON.maxBodyBytes + 1
+    /// A body declared over the limit is refused before any byte is read; one that grows past it while read is
+    /// refused then (both 413 in Google's error shape, `answer(.bodyTooLarge)`).
+    let maxBodyBytes = IssuerJSON.maxBodyBytes
     let service: IssuerService
     let metrics: IssuerMetrics
     private let loop: EventLoop
@@ -26,26 +26,41 @@ final class IssuerHandler: BuiltinHandler {
         path.hasPrefix(basePath) && (path.count == basePath.count || path.dropFirst(basePath.count).hasPrefix("/"))
     }
 
-    func handle(_ request: BuiltinRequest, respond: @escaping (BuiltinResponse) -> Void) {
-        let issuerPath = IssuerPath.match(Substring(request.path), basePath: basePath) ?? .unknown(rule: "unknown_resource")
-        Self.answer(issuerPath, method: request.method, body: request.body, service: service, metrics: metrics,
-                    loop: loop, reply: Unchecked(respond))
+    /// The issuer's cheap refusals (unknown app or method, rate limits, debug guesses) on the loop, before the body
+    /// is read: a flood is answered without a hop to the issuer's executor.
+    func refuseEarly(method: String, path: String, declaredBodyBytes: Int, client: String) -> BuiltinResponse? {
+        let issuerPath = IssuerPath.match(Substring(path), basePath: basePath) ?? .unknown(rule: "unknown_resource")
+        guard let outcome = service.preflight(issuerPath, httpMethod: method, bodyCount: declaredBodyBytes,
+                                              client: client) else { return nil }
+        metrics.count(outcome, configuredApps: service.settings)
+        return Self.response(outcome)
     }
 
-    private static func answer(_ path: IssuerPath, method: String, body: [UInt8], service: IssuerService,
-                               metrics: IssuerMetrics, loop: EventLoop,
-                               reply: Unchecked<(BuiltinResponse) -> Void>) {
+    func handle(_ request: BuiltinRequest, respond: @escaping (BuiltinResponse) -> Void) {
+        let issuerPath = IssuerPath.match(Substring(request.path), basePath: basePath) ?? .unknown(rule: "unknown_resource")
+        let (service, metrics, loop) = (service, metrics, loop)
+        let (method, body, client) = (request.method, request.body, request.client)
+        let reply = Unchecked(respond)
         Task(executorPreference: IssuerExecutor.shared) {
-            let outcome = await service.handle(path, httpMethod: method, body: body)
+            // `refuseEarly` admitted the call, and the exchange kept the body within `maxBodyBytes` while reading it.
+            let outcome = await service.process(issuerPath, httpMethod: method, body: body, client: client)
             metrics.count(outcome, configuredApps: service.settings)
-            let response = Unchecked(response(outcome))
+            let response = Unchecked(IssuerHandler.response(outcome))
             loop.execute { reply.value(response.value) }
         }
     }
 
-    func bodyTooLarge() -> BuiltinResponse? {
-        let error = IssuerError.bodyTooLarge
-        return BuiltinResponse(status: error.code, headers: [("Content-Type", "application/json")], body: error.body,
+    func answer(_ refusal: BuiltinRefusal) -> BuiltinResponse? {
+        let error: IssuerError
+        var headers = [("Content-Type", "application/json")]
+        switch refusal {
+        case .bodyTooLarge:
+            error = .bodyTooLarge
+        case .bodyBudgetSpent:
+            error = .unavailable("body_budget_spent")
+            headers.append(("Retry-After", "1"))
+        }
+        return BuiltinResponse(status: error.code, headers: headers, body: error.body,
                                logFields: [("app_id", ""), ("method", ""), ("result", error.metricResult),
                                            ("rule", error.rule)])
     }

@@ -35,7 +35,7 @@ public final class IssuerService: Sendable {
     public let projectId: String?
     public let keys: IssuerKeys
     let state: IssuerState
-    let limiter: ExchangeRateLimiter
+    let limits: IssuerLimits
     let clock: @Sendable () -> Double
     private let debugSecrets: [String: DebugSecrets]
     /// One App Attest verifier per app with `app_attest`, trusting Apple's root or the app's `root_ca_file`.
@@ -66,7 +66,9 @@ public final class IssuerService: Sendable {
         self.keys = keys
         self.state = state
         self.clock = clock
-        limiter = ExchangeRateLimiter(ratePerSecond: settings.maxExchangesPerSecond, now: clock())
+        limits = IssuerLimits(perSecond: settings.maxExchangesPerSecond, perAddress: settings.maxExchangesPerAddress,
+                              perApp: Dictionary(settings.apps.compactMap { app in app.maxExchangesPerSecond.map { (app.appId, $0) } },
+                                                 uniquingKeysWith: { a, _ in a }))
         debugSecrets = Dictionary(settings.apps.map { ($0.appId, DebugSecrets($0.debugSecrets)) }, uniquingKeysWith: { a, _ in a })
         var verifiers: [String: AppAttestVerifier] = [:]
         for app in settings.apps {
@@ -100,8 +102,40 @@ public final class IssuerService: Sendable {
     /// `iss` of the tokens minted here.
     public var tokenIssuer: String { settings.tokenIssuer(projectNumber: projectNumber) }
 
-    /// Answers one call. `httpMethod` is the request method (`GET` for the key set, `POST` for the rest).
-    public func handle(_ path: IssuerPath, httpMethod: String, body: [UInt8]) async -> IssuerOutcome {
+    /// Answers one call. `httpMethod` is the request method (`GET` for the key set, `POST` for the rest); `client`
+    /// the caller's `ClientAddressKey`, which the per-address limits are charged to.
+    public func handle(_ path: IssuerPath, httpMethod: String, body: [UInt8], client: String = "") async -> IssuerOutcome {
+        if let refused = preflight(path, httpMethod: httpMethod, bodyCount: body.count, client: client) { return refused }
+        return await process(path, httpMethod: httpMethod, body: body, client: client)
+    }
+
+    /// The cheap refusals, decided without reading the body or touching the state store, so that a flood costs
+    /// neither evidence work nor a hop off the event loop: an unknown project, app or method, a body over the
+    /// limit, the rate limits (charged here, per address, per app, then the process ceiling), and an address that
+    /// used up its debug-secret guesses. Nil when the call may go on to `process`.
+    public func preflight(_ path: IssuerPath, httpMethod: String, bodyCount: Int, client: String) -> IssuerOutcome? {
+        guard case let .method(project, appId, method) = path else { return nil }
+        do throws(IssuerError) {
+            guard httpMethod == "POST" else { throw .notFound("method_not_post", "Exchange methods are called with POST.") }
+            guard project == projectNumber || (projectId != nil && project == projectId) else {
+                throw .notFound("unknown_project", "No such project.")
+            }
+            guard let app = settings.app(appId) else { throw .notFound("unknown_app", "No such app.") }
+            guard allows(method, for: app) else { throw .notFound("method_not_enabled", "No such method for this app.") }
+            guard bodyCount <= IssuerJSON.maxBodyBytes else { throw .bodyTooLarge }
+            let now = clock()
+            if method == .exchangeDebugToken, !limits.debugGuessAllowed(address: client, now: now) {
+                throw .limited("debug_guesses_exhausted")
+            }
+            if case .refused(let rule) = limits.admit(address: client, appId: app.appId, now: now) { throw .limited(rule) }
+            return nil
+        } catch {
+            return .failure(error, appId: appId, method: method.rawValue)
+        }
+    }
+
+    /// The call past `preflight` (which must have admitted it).
+    public func process(_ path: IssuerPath, httpMethod: String, body: [UInt8], client: String) async -> IssuerOutcome {
         switch path {
         case .jwks:
             guard httpMethod == "GET" || httpMethod == "HEAD" else {
@@ -113,24 +147,15 @@ public final class IssuerService: Sendable {
             return .failure(.notFound(rule, "No such method."), appId: "", method: "unknown")
         case let .method(project, appId, method):
             do {
-                return try await call(method, project: project, appId: appId, httpMethod: httpMethod, body: body)
+                return try await call(method, appId: appId, body: body, client: client)
             } catch {
                 return .failure(error, appId: appId, method: method.rawValue)
             }
         }
     }
 
-    private func call(_ method: IssuerMethod, project: String, appId: String, httpMethod: String,
-                      body: [UInt8]) async throws(IssuerError) -> IssuerOutcome {
-        guard httpMethod == "POST" else { throw .notFound("method_not_post", "Exchange methods are called with POST.") }
-        guard project == projectNumber || (projectId != nil && project == projectId) else {
-            throw .notFound("unknown_project", "No such project.")
-        }
+    private func call(_ method: IssuerMethod, appId: String, body: [UInt8], client: String) async throws(IssuerError) -> IssuerOutcome {
         guard let app = settings.app(appId) else { throw .notFound("unknown_app", "No such app.") }
-        guard allows(method, for: app) else { throw .notFound("method_not_enabled", "No such method for this app.") }
-        // Cheap refusals come before anything that costs CPU or a store round trip (docs/issuer.md limits).
-        guard body.count <= IssuerJSON.maxBodyBytes else { throw .bodyTooLarge }
-        guard limiter.admit(now: clock()) else { throw .rateLimited }
         let json = try IssuerJSON(body: body)
 
         switch method {
@@ -139,7 +164,10 @@ public final class IssuerService: Sendable {
         case .exchangeDebugToken:
             let presented = try json.string("debug_token")
             let limitedUse = try json.limitedUse()
-            guard debugSecrets[app.appId]?.matches(presented) == true else { throw .permissionDenied("debug_secret_unknown") }
+            guard debugSecrets[app.appId]?.matches(presented) == true else {
+                limits.debugGuessFailed(address: client, now: clock())
+                throw .permissionDenied("debug_secret_unknown")
+            }
             return try mintOutcome(app, method: method, limitedUse: limitedUse)
         case .exchangeAppAttestAttestation:
             return try await attestation(app, json)
@@ -151,9 +179,8 @@ public final class IssuerService: Sendable {
             let token = try json.string("custom_token")
             let limitedUse = try json.limitedUse()
             let now = clock()
-            let rememberUntil = try await customIssuers.verify(token, appId: app.appId, audience: settings.issuerURL, now: now)
-            try await consumeOnce(AppCheckVerifier.tokenHash(token), until: rememberUntil, now: now,
-                                  reused: "custom_token_reused")
+            let verified = try await customIssuers.verify(token, appId: app.appId, audience: settings.issuerURL, now: now)
+            try await consumeOnce(verified.usedRecord, until: verified.rememberUntil, now: now, reused: "custom_token_reused")
             return try mintOutcome(app, method: method, limitedUse: limitedUse)
         }
     }

@@ -26,24 +26,57 @@ enum ErrorResponse {
         if !headOnly { out.append(body) }
     }
 
-    /// RFC 9110 §15 reason phrases for the statuses the gateway produces.
+    /// The reason phrase of every status the gateway writes itself (its own errors, the issuer's answers, the
+    /// admin listener): RFC 9110 §15's registry, and 429 (RFC 6585). A status outside it gets an empty phrase,
+    /// which HTTP/1.1 allows (RFC 9112 §4) — never a made-up word.
     static func reasonPhrase(_ status: Int) -> String {
         switch status {
+        case 100: "Continue"
+        case 101: "Switching Protocols"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 203: "Non-Authoritative Information"
+        case 204: "No Content"
+        case 205: "Reset Content"
+        case 206: "Partial Content"
+        case 300: "Multiple Choices"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
         case 400: "Bad Request"
         case 401: "Unauthorized"
+        case 402: "Payment Required"
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 406: "Not Acceptable"
+        case 407: "Proxy Authentication Required"
         case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 411: "Length Required"
+        case 412: "Precondition Failed"
         case 413: "Content Too Large"
         case 414: "URI Too Long"
+        case 415: "Unsupported Media Type"
+        case 416: "Range Not Satisfiable"
+        case 417: "Expectation Failed"
+        case 421: "Misdirected Request"
+        case 422: "Unprocessable Content"
+        case 426: "Upgrade Required"
+        case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
+        case 500: "Internal Server Error"
         case 501: "Not Implemented"
         case 502: "Bad Gateway"
         case 503: "Service Unavailable"
         case 504: "Gateway Timeout"
         case 505: "HTTP Version Not Supported"
-        default: "Error"
+        default: ""
         }
     }
 }

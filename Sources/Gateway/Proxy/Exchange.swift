@@ -75,6 +75,10 @@ final class Exchange: UpstreamOwner {
     private var bodyHeld = false
     private var builtin: BuiltinHandler?
     private var builtinBody: [UInt8] = []
+    /// Bytes of `SharedState.builtinBodyBytes` this exchange holds (the built-in body's declared or received size).
+    private var builtinBodyReserved = 0
+    /// The client's `ClientAddressKey`, for a built-in handler's limits.
+    private var builtinClient = ""
 
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
@@ -121,12 +125,26 @@ final class Exchange: UpstreamOwner {
             routeName = handler.name
             builtin = handler
             maxBodyBytes = Int64(handler.maxBodyBytes)
-            if case .contentLength(let n) = head.framing, n > maxBodyBytes {
-                builtinTooLarge()
+            var declared = 0
+            if case .contentLength(let n) = head.framing {
+                guard n <= maxBodyBytes else {
+                    builtinRefused(.bodyTooLarge)
+                    return
+                }
+                declared = Int(n)
+            }
+            builtinClient = clientAddressKey(head)
+            if let early = handler.refuseEarly(method: method, path: path, declaredBodyBytes: declared, client: builtinClient) {
+                builtinAnswered(early, close: !bodyEnded)
                 return
             }
             stage = .builtinBody
             if bodyEnded { runBuiltin(); return }
+            guard reserveBuiltinBody(declared) else {
+                builtinRefused(.bodyBudgetSpent)
+                return
+            }
+            builtinBody.reserveCapacity(declared)
             sendContinueIfOwed()
             responder?.requestBodyWanted(exchange: self)
         case .admitted(let target, let routeIndex):
@@ -247,7 +265,7 @@ final class Exchange: UpstreamOwner {
         guard !finished, bytes.count > 0 else { return true }
         bodyReceived += Int64(bytes.count)
         if bodyReceived > maxBodyBytes {
-            if builtin != nil { builtinTooLarge() } else {
+            if builtin != nil { builtinRefused(.bodyTooLarge) } else {
                 respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
             }
             return true
@@ -266,6 +284,11 @@ final class Exchange: UpstreamOwner {
             }
             return true
         case .builtinBody:
+            guard bodyReceived <= Int64(builtinBodyReserved)
+                    || reserveBuiltinBody(Int(bodyReceived) - builtinBodyReserved) else {
+                builtinRefused(.bodyBudgetSpent)
+                return true
+            }
             builtinBody.append(contentsOf: bytes)
             return true
         case .builtinWaiting, .answered:
@@ -318,6 +341,7 @@ final class Exchange: UpstreamOwner {
         guard !finished else { return }
         finished = true
         stage = .answered
+        releaseBuiltinBody()
         if status == 0 { status = 499 }
         context.record(self)
     }
@@ -328,25 +352,63 @@ final class Exchange: UpstreamOwner {
         guard let handler = builtin, stage == .builtinBody else { return }
         stage = .builtinWaiting
         let request = BuiltinRequest(method: method, path: path, headers: head?.headers ?? HTTPHeaders(),
-                                     body: builtinBody, requestId: requestId)
+                                     body: builtinBody, requestId: requestId, client: builtinClient)
         builtinBody = []
         head = nil
-        handler.handle(request) { [weak self] response in self?.builtinAnswered(response) }
-    }
-
-    private func builtinAnswered(_ response: BuiltinResponse) {
-        guard !finished, stage == .builtinWaiting else { return }
-        logFields = response.logFields
-        answer(status: response.status, headers: response.headers, body: response.body, close: false)
-    }
-
-    private func builtinTooLarge() {
-        if let response = builtin?.bodyTooLarge() {
-            logFields = response.logFields
-            answer(status: response.status, headers: response.headers, body: response.body, close: true)
-        } else {
-            respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+        handler.handle(request) { [weak self] response in
+            guard let self, self.stage == .builtinWaiting else { return }
+            self.builtinAnswered(response)
         }
+    }
+
+    private func builtinAnswered(_ response: BuiltinResponse, close: Bool = false) {
+        guard !finished else { return }
+        logFields = response.logFields
+        answer(status: response.status, headers: response.headers, body: response.body, close: close)
+    }
+
+    /// A refusal of the exchange's own, in the handler's words when it has them; the connection closes (the body
+    /// is not read).
+    private func builtinRefused(_ refusal: BuiltinRefusal) {
+        if let response = builtin?.answer(refusal) {
+            builtinAnswered(response, close: true)
+        } else if case .bodyTooLarge = refusal {
+            respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+        } else {
+            respondError(status: 503, code: "overloaded", reason: "builtin_body_budget", close: true, retryAfter: 1)
+        }
+    }
+
+    /// Takes `count` more bytes of the process's built-in body budget; false when they do not fit.
+    private func reserveBuiltinBody(_ count: Int) -> Bool {
+        guard count > 0 else { return true }
+        guard let gauge = context.shared?.builtinBodyBytes else { return true }
+        guard gauge.reserve(count) else { return false }
+        builtinBodyReserved += count
+        return true
+    }
+
+    private func releaseBuiltinBody() {
+        guard builtinBodyReserved > 0, let gauge = context.shared?.builtinBodyBytes else { return }
+        let trim = gauge.release(builtinBodyReserved)
+        builtinBodyReserved = 0
+        builtinBody = []
+        if trim { context.scheduleMemoryTrim() }
+    }
+
+    /// The `ClientAddressKey` a built-in handler limits this client by: the peer's address, or, when the peer is
+    /// one of `trusted_proxies`, the last `X-Forwarded-For` hop (the address that proxy saw; docs/behaviour.md).
+    private func clientAddressKey(_ head: HTTPRequestHead) -> String {
+        guard let responder else { return "" }
+        if responder.peerTrusted {
+            var last: Int?
+            while let next = head.headers.firstIndex(ofLiteral: "x-forwarded-for", after: last ?? -1) { last = next }
+            if let last, let hop = head.headers.value(at: last).split(separator: ",").last,
+               let key = ClientAddressKey.key(text: hop) {
+                return key
+            }
+        }
+        return ClientAddressKey.key(text: Substring(responder.peerIP)) ?? responder.peerIP
     }
 
     // MARK: upstream (UpstreamOwner)
@@ -444,6 +506,7 @@ final class Exchange: UpstreamOwner {
         guard !finished else { return }
         finished = true
         pendingBody = []
+        releaseBuiltinBody()
         context.record(self)
         let r = responder
         responder = nil

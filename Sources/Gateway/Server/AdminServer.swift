@@ -138,7 +138,7 @@ final class AdminConnection: EventHandler {
         answered = true
         responseQueued = true
         ResponseHeadWriter.writeStatusLine(status, into: outBuf)
-        outBuf.append(status == 200 ? "OK" : ErrorResponse.reasonPhrase(status))
+        outBuf.append(ErrorResponse.reasonPhrase(status))
         outBuf.append("\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\n\(extraHeaders)Connection: close\r\n\r\n")
         if !headOnly { outBuf.append(body) }
         flush()

@@ -69,6 +69,9 @@ public final class GatewayServer: @unchecked Sendable {
         let settings = self.settings
         let runtime = try Runtime(settings: settings, generation: 0)
         if let issuerSettings = settings.issuer {
+            for warning in issuerSettings.warnings(allowedAppIds: settings.appCheck.appIds) {
+                logSink.warning(String(warning.dropFirst("warning: ".count)))
+            }
             let service = try IssuerService.start(settings: issuerSettings, projectNumber: settings.appCheck.projectNumber,
                                                   projectId: settings.appCheck.projectId, jwks: settings.appCheck.jwks,
                                                   clockSkew: settings.appCheck.clockSkew, logSink: logSink)
@@ -82,6 +85,9 @@ public final class GatewayServer: @unchecked Sendable {
             t.family("gateway_h2_buffered_response_bytes", "gauge",
                      "HTTP/2 response bytes held for clients' flow-control windows or sockets (bounded: 64 KiB per stream, 1 MiB per connection, 256 MiB in all).")
             t.sample("gateway_h2_buffered_response_bytes", [], shared.h2BufferedResponseBytes.load(ordering: .relaxed))
+            t.family("gateway_builtin_buffered_body_bytes", "gauge",
+                     "Request bodies the issuer holds while it reads them (bounded: 32 MiB in all; past it 503).")
+            t.sample("gateway_builtin_buffered_body_bytes", [], shared.builtinBodyBytes.current)
         }
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {

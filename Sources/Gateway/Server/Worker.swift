@@ -181,6 +181,9 @@ final class SharedState: Sendable {
     /// Set once `h2BufferedResponseBytes` passed `H2Connection.trimHighWater`; cleared (and the heap trimmed) when
     /// it is back under `trimLowWater`.
     let h2BufferedWasHigh = Atomic<Bool>(false)
+    /// Request bodies built-in handlers (the issuer) hold in the process (`gateway_builtin_buffered_body_bytes`):
+    /// past `BuiltinBodyBudget.limit`, new such requests are answered 503 at once (docs/issuer.md, Limits).
+    let builtinBodyBytes = BufferGauge(limit: BuiltinBodyBudget.limit)
 }
 
 import JSONLog
