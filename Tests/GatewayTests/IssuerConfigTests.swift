@@ -289,3 +289,15 @@ import TestSupport
         #expect(messages(missing) == ["4:7: missing required key 'jwks_url' in app_check.trusted_issuers[0]"])
     }
 }
+
+/// Issue 23 #7: an issuer app whose tokens every enforce route would refuse is named by `check-config`.
+@Suite struct IssuerAppIdWarningTests {
+    @Test func anIssuerAppMissingFromAppIdsIsWarnedAbout() throws {
+        var issuer = IssuerSettings()
+        issuer.apps = [IssuerAppSettings(appId: "1:1:ios:aa"), IssuerAppSettings(appId: "1:1:ios:bb")]
+        #expect(issuer.warnings(allowedAppIds: []).isEmpty, "an empty allow-list admits every app")
+        #expect(issuer.warnings(allowedAppIds: ["1:1:ios:aa", "1:1:ios:bb"]).isEmpty)
+        let warnings = issuer.warnings(allowedAppIds: ["1:1:ios:aa"])
+        #expect(warnings == ["warning: issuer app 1:1:ios:bb is not in app_check.app_ids: enforce routes refuse the tokens minted for it (app_not_allowed)"])
+    }
+}
