@@ -46,6 +46,11 @@ public struct IssuerError: Error, Sendable, Equatable {
     public static let rateLimited = IssuerError(code: 429, status: "RESOURCE_EXHAUSTED",
                                                 message: "Too many exchanges; retry later.", rule: "rate_limited")
 
+    /// 429 for a reason other than the exchange rate (`challenge_address_full`); the same answer as `rateLimited`.
+    public static func resourceExhausted(_ rule: String) -> IssuerError {
+        IssuerError(code: 429, status: "RESOURCE_EXHAUSTED", message: "Too many exchanges; retry later.", rule: rule)
+    }
+
     /// 503: the state store or Apple could not answer; nothing was minted.
     public static func unavailable(_ rule: String, detail: String = "") -> IssuerError {
         IssuerError(code: 503, status: "UNAVAILABLE", message: "The service is unavailable; retry later.", rule: rule,
