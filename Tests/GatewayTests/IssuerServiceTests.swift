@@ -185,4 +185,11 @@ import Testing
         #expect(try await state.putChallenge([9], appId: Self.appId, address: "", now: 10, expiresAt: 20, maxPerAddress: 0) == .stored)
         #expect(state.counts.challenges == 1)
     }
+
+    @Test func aFullChallengeStoreIsUnavailableNotAnError() async throws {
+        let service = try makeService(state: MemoryIssuerState(maxChallenges: 1))
+        #expect(await call(service, "generateAppAttestChallenge").status == 200)
+        let full = await call(service, "generateAppAttestChallenge")
+        #expect((full.status, full.rule, full.result) == (503, "challenge_store_full", "unavailable"))
+    }
 }
