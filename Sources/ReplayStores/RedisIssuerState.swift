@@ -8,13 +8,25 @@ import Synchronization
 /// (`redis://`, `rediss://`) and with a cluster (`redis+cluster://`): every entity's keys share one `{hash tag}`.
 ///
 /// Layout under `key_prefix` (default `appcheck:issuer:`):
-/// - `c:{<challenge hex>}` → `<app_id>\n<expires_at>`, removed with `GETDEL` (single use, bound to its app);
-/// - `k:{<key id hex>}` → a hash `app`, `pub`, `ctr`, `env`, `rcpt`, `at`; the counter is advanced by one Lua script
-///   that sets it only when the stored one is lower (the compare-and-set: two assertions with one counter never
-///   both pass);
+/// - `c:{<challenge hex>}` → `<app_id>\n<expires_at>[\n<address>]`, removed with `GETDEL` (single use, bound to its
+///   app); the address is there when the challenge holds one of its address's slots;
+/// - `a:{<address hex>}` → a sorted set of the address's outstanding challenges (member the challenge hex, score
+///   its `expires_at`), kept by one Lua script per put (drop the expired, count against `maxPerAddress`, add);
+/// - `k:{<key id hex>}` → a hash `app`, `pub`, `ctr` (highest accepted counter), `win` (the `CounterWindow` below
+///   it as 64 characters '0'/'1', character k+1 for bit k: Lua numbers are doubles and cannot hold 64 bits),
+///   `env`, `rcpt`, `at`; one Lua script judges and records an assertion counter, so one counter value never
+///   passes twice;
 /// - `u:{<digest hex>}` → `<expires_at>`, set by a Lua script only when absent or expired (one-time inputs).
 /// Expiry is decided against the `now` the caller passes, so every instance judges time alike; Redis TTLs only
 /// clean up.
+///
+/// A challenge and its address's set cannot share a hash tag: `takeChallenge` knows only the challenge, so the
+/// challenge key is named after it, and the address's set after the address (one slot per address, so its count
+/// is one atomic script on a cluster too). A put is therefore two commands — the address script reserves the slot,
+/// then `SET` stores the challenge — and a take is `GETDEL` then `ZREM` of the member. The bound itself is always
+/// exact (only the script counts and adds); what a failure between the two commands costs is a slot held until that
+/// challenge's `expires_at` (its score), never a second use of a challenge. A Redis at `maxmemory` refusing writes
+/// (`OOM`) is `storeFull`, not unavailable.
 ///
 /// Commands run on a loop of the store's own (the executor is loop-confined); callers `await` their answer.
 public final class RedisIssuerState: IssuerState, @unchecked Sendable {
@@ -70,16 +82,38 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
 
     // MARK: IssuerState
 
-    public func putChallenge(_ challenge: [UInt8], appId: String, now: Double, expiresAt: Double) async throws(IssuerStateError) {
-        let reply = try await run(["SET", key("c", challenge), "\(appId)\n\(expiresAt)", "PX", ttl(expiresAt, now)], key("c", challenge))
-        guard case .simple("OK") = reply else { throw IssuerStateError("redis SET: \(reply)") }
+    public func putChallenge(_ challenge: [UInt8], appId: String, address: String, now: Double, expiresAt: Double,
+                             maxPerAddress: Int) async throws(IssuerStateError) -> ChallengeAdmission {
+        let name = key("c", challenge)
+        var value = "\(appId)\n\(expiresAt)"
+        do throws(IssuerStateError) {
+            if maxPerAddress > 0 {
+                let set = key("a", Array(address.utf8))
+                let reply = try await run(["EVAL", Self.reserveScript, "1", set, Self.hex(challenge), String(now), String(expiresAt),
+                                           String(maxPerAddress), ttl(expiresAt, now)], set)
+                guard reply == .integer(1) else { return .addressFull }
+                value += "\n\(address)"
+            }
+            let reply = try await run(["SET", name, value, "PX", ttl(expiresAt, now)], name)
+            guard case .simple("OK") = reply else { throw IssuerStateError("redis SET: \(reply)") }
+            return .stored
+        } catch {
+            if error.description.hasPrefix("redis: OOM") { return .storeFull }
+            throw error
+        }
     }
 
     public func takeChallenge(_ challenge: [UInt8], appId: String, now: Double) async throws(IssuerStateError) -> Bool {
         let reply = try await run(["GETDEL", key("c", challenge)], key("c", challenge))
         guard case .bulk(let bytes) = reply else { return false }
-        let parts = String(decoding: bytes, as: UTF8.self).split(separator: "\n", maxSplits: 1)
-        guard parts.count == 2, String(parts[0]) == appId, let expiresAt = Double(parts[1]) else { return false }
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: false)
+        if parts.count == 3 {
+            // Free the address's slot. The challenge is already used up whatever this answers; if it fails, the
+            // slot frees itself at the challenge's expiry (the member's score).
+            let set = key("a", Array(parts[2].utf8))
+            _ = try? await run(["ZREM", set, Self.hex(challenge)], set)
+        }
+        guard parts.count >= 2, String(parts[0]) == appId, let expiresAt = Double(parts[1]) else { return false }
         return now < expiresAt
     }
 
@@ -87,7 +121,8 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
         let name = key("k", k.keyId)
         let reply = try await runBytes([Array("EVAL".utf8), Array(Self.insertScript.utf8), Array("1".utf8), Array(name.utf8),
                                         Array(k.appId.utf8), k.publicKey, Array(String(k.counter).utf8),
-                                        Array(k.environment.utf8), k.receipt, Array(String(k.attestedAt).utf8)], name)
+                                        Array(k.environment.utf8), k.receipt, Array(String(k.attestedAt).utf8),
+                                        Self.windowText(k.counterWindow)], name)
         return reply == .integer(1)
     }
 
@@ -103,14 +138,22 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
         func text(_ f: String) -> String? { fields[f].map { String(decoding: $0, as: UTF8.self) } }
         guard text("app") == appId, let pub = fields["pub"], let counter = text("ctr").flatMap(UInt32.init),
               let env = text("env"), let receipt = fields["rcpt"], let at = text("at").flatMap(Double.init) else { return nil }
-        return AttestedKey(keyId: keyId, appId: appId, publicKey: pub, counter: counter, environment: env, receipt: receipt,
-                           attestedAt: at)
+        // A key stored before the window existed has no `win`: nothing accepted below its highest.
+        guard let window = fields["win"].map(Self.window(_:)) ?? 0 else { return nil }
+        return AttestedKey(keyId: keyId, appId: appId, publicKey: pub, counter: counter, counterWindow: window,
+                           environment: env, receipt: receipt, attestedAt: at)
     }
 
-    public func advanceCounter(_ keyId: [UInt8], appId: String, to counter: UInt32) async throws(IssuerStateError) -> Bool {
+    public func acceptCounter(_ keyId: [UInt8], appId: String, counter: UInt32) async throws(IssuerStateError) -> CounterVerdict {
         let name = key("k", keyId)
-        let reply = try await run(["EVAL", Self.advanceScript, "1", name, appId, String(counter)], name)
-        return reply == .integer(1)
+        let reply = try await run(["EVAL", Self.acceptScript, "1", name, appId, String(counter)], name)
+        switch reply {
+        case .integer(0): return .accepted
+        case .integer(1): return .repeated
+        case .integer(2): return .belowWindow
+        case .integer(3): return .unknownKey
+        default: throw IssuerStateError("redis: unexpected counter reply \(reply)")
+        }
     }
 
     public func consumeOnce(_ digest: [UInt8], expiresAt: Double, now: Double) async throws(IssuerStateError) -> Bool {
@@ -124,18 +167,47 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     /// Stores the key's hash unless the key exists.
     static let insertScript = """
     if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-    redis.call('HSET', KEYS[1], 'app', ARGV[1], 'pub', ARGV[2], 'ctr', ARGV[3], 'env', ARGV[4], 'rcpt', ARGV[5], 'at', ARGV[6])
+    redis.call('HSET', KEYS[1], 'app', ARGV[1], 'pub', ARGV[2], 'ctr', ARGV[3], 'env', ARGV[4], 'rcpt', ARGV[5], 'at', ARGV[6],
+               'win', ARGV[7])
     return 1
     """
 
-    /// The counter compare-and-set: only a strictly greater counter of the same app is stored.
-    static let advanceScript = """
+    /// The counter window (`CounterWindow`'s arithmetic on a string of 64 '0'/'1', character d for the counter d
+    /// below the highest): 0 accepted, 1 repeated, 2 below the window, 3 unknown key (or another app's). The
+    /// highest fits a double exactly (it is a UInt32).
+    static let acceptScript = """
     local app = redis.call('HGET', KEYS[1], 'app')
-    if not app or app ~= ARGV[1] then return 0 end
-    local current = tonumber(redis.call('HGET', KEYS[1], 'ctr'))
-    local proposed = tonumber(ARGV[2])
-    if current == nil or proposed == nil or proposed <= current then return 0 end
-    redis.call('HSET', KEYS[1], 'ctr', ARGV[2])
+    if not app or app ~= ARGV[1] then return 3 end
+    local highest = tonumber(redis.call('HGET', KEYS[1], 'ctr'))
+    local c = tonumber(ARGV[2])
+    if highest == nil or c == nil then return redis.error_reply('counter unreadable') end
+    local win = redis.call('HGET', KEYS[1], 'win')
+    if not win or #win ~= 64 then win = string.rep('0', 64) end
+    if c == highest then return 1 end
+    if c < highest then
+      local d = highest - c
+      if d > 64 then return 2 end
+      if string.sub(win, d, d) == '1' then return 1 end
+      redis.call('HSET', KEYS[1], 'win', string.sub(win, 1, d - 1) .. '1' .. string.sub(win, d + 1))
+      return 0
+    end
+    local shift = c - highest
+    if shift > 64 then
+      win = string.rep('0', 64)
+    else
+      win = string.rep('0', shift - 1) .. '1' .. string.sub(win, 1, 64 - shift)
+    end
+    redis.call('HSET', KEYS[1], 'ctr', ARGV[2], 'win', win)
+    return 0
+    """
+
+    /// Reserves one of the address's slots: drops members expired at ARGV[2] (`now`), refuses (0) when ARGV[4]
+    /// remain, else adds member ARGV[1] scored ARGV[3] (`expires_at`) and keeps the set alive for ARGV[5] ms (1).
+    static let reserveScript = """
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+    if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+    redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
     return 1
     """
 
@@ -150,10 +222,33 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     // MARK: plumbing
 
     private func key(_ kind: String, _ bytes: [UInt8]) -> String {
+        "\(prefix)\(kind):{\(Self.hex(bytes))}"
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
         var hex = ""
         hex.reserveCapacity(bytes.count * 2)
         for b in bytes { hex += String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }
-        return "\(prefix)\(kind):{\(hex)}"
+        return hex
+    }
+
+    /// `window` as the script keeps it: 64 bytes '0'/'1', byte k for bit k.
+    static func windowText(_ window: UInt64) -> [UInt8] {
+        (0..<64).map { window & (UInt64(1) << $0) != 0 ? UInt8(ascii: "1") : UInt8(ascii: "0") }
+    }
+
+    /// The script's text back to bits; nil when it is not 64 '0'/'1'.
+    static func window(_ text: [UInt8]) -> UInt64? {
+        guard text.count == 64 else { return nil }
+        var window: UInt64 = 0
+        for (k, c) in text.enumerated() {
+            switch c {
+            case UInt8(ascii: "1"): window |= UInt64(1) << k
+            case UInt8(ascii: "0"): break
+            default: return nil
+            }
+        }
+        return window
     }
 
     /// Milliseconds until `expiresAt` from `now`, at least 1 s (Redis only cleans up; expiry is judged on read).

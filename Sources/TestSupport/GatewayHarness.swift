@@ -94,6 +94,17 @@ public final class GatewayHarness: @unchecked Sendable {
         (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
     }
 
+    /// True once a log line contains `text`. Lines are written in batches, so they are waited for (up to
+    /// `timeout` seconds).
+    public func logged(_ text: String, timeout: Double = 5) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if logLines().contains(where: { $0.contains(text) }) { return true }
+            usleep(20_000)
+        } while Date() < deadline
+        return false
+    }
+
     public func stop() {
         server.shutdown(grace: 0.5)
         upstream.stop()

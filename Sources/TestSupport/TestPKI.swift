@@ -35,8 +35,19 @@ public struct TestPKI: Sendable {
 
     /// A free TCP port on 127.0.0.1 (bound and released; fine for a child server started right after).
     public static func freePort() throws -> UInt16 {
+        let (fd, port) = try boundPort()
+        close(fd)
+        return port
+    }
+
+    /// A TCP port on 127.0.0.1 that refuses connections for as long as `fd` stays open (bound, never listening):
+    /// unlike `freePort()`, no server started meanwhile by a test running in parallel can take it. Close `fd` after.
+    public static func refusingPort() throws -> (fd: Int32, port: UInt16) {
+        try boundPort()
+    }
+
+    private static func boundPort() throws -> (fd: Int32, port: UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -45,7 +56,10 @@ public struct TestPKI: Sendable {
         let ok = withUnsafeMutablePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
         }
-        guard ok else { throw HarnessError("no free port") }
-        return UInt16(bigEndian: addr.sin_port)
+        guard ok else {
+            close(fd)
+            throw HarnessError("no free port")
+        }
+        return (fd, UInt16(bigEndian: addr.sin_port))
     }
 }

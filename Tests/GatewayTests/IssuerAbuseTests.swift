@@ -71,15 +71,7 @@ import TestSupport
             return String(decoding: raw.prefix(while: { $0 != 13 }), as: UTF8.self)
         }
 
-        /// True once a log line contains `text` (lines are flushed in batches: waited for up to 5 s).
-        func logged(_ text: String) -> Bool {
-            let deadline = Date().addingTimeInterval(5)
-            repeat {
-                if gateway.logLines().contains(where: { $0.contains(text) }) { return true }
-                usleep(20_000)
-            } while Date() < deadline
-            return false
-        }
+        func logged(_ text: String) -> Bool { gateway.logged(text) }
 
         func metric(_ name: String) throws -> Double? {
             let r = try RawHTTPClient.roundTrip(port: gateway.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")

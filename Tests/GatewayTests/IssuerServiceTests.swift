@@ -150,7 +150,7 @@ import Testing
         #expect(await service.handle(.jwks, httpMethod: "POST", body: []).status == 404)
     }
 
-    @Test func memoryStateCounterIsCompareAndSet() async throws {
+    @Test func memoryStateCountersPassOnce() async throws {
         let state = MemoryIssuerState()
         let key = AttestedKey(keyId: [1, 2, 3], appId: Self.appId, publicKey: [4], counter: 0, environment: "production",
                               receipt: [], attestedAt: 0)
@@ -158,14 +158,15 @@ import Testing
         #expect(try await state.insertKey(key) == false)
         #expect(try await state.key([1, 2, 3], appId: "1:1:ios:other") == nil)
         let wins = await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<64 { group.addTask { (try? await state.advanceCounter([1, 2, 3], appId: Self.appId, to: 1)) ?? false } }
+            for _ in 0..<64 { group.addTask { (try? await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 1)) == .accepted } }
             var count = 0
             for await won in group where won { count += 1 }
             return count
         }
         #expect(wins == 1, "64 assertions with the same counter: exactly one passes")
-        #expect(try await state.advanceCounter([1, 2, 3], appId: Self.appId, to: 1) == false)
-        #expect(try await state.advanceCounter([1, 2, 3], appId: Self.appId, to: 5) == true)
+        #expect(try await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 1) == .repeated)
+        #expect(try await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 5) == .accepted)
+        #expect(try await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 3) == .accepted, "out of order, once")
         #expect(try await state.key([1, 2, 3], appId: Self.appId)?.counter == 5)
 
         #expect(try await state.consumeOnce([9], expiresAt: 100, now: 0) == true)
@@ -175,11 +176,20 @@ import Testing
 
     @Test func outstandingChallengesAreBounded() async throws {
         let state = MemoryIssuerState(maxChallenges: 4)
-        for i in 0..<4 { try await state.putChallenge([UInt8(i)], appId: Self.appId, now: 0, expiresAt: 10) }
-        await #expect(throws: IssuerStateError.self) {
-            try await state.putChallenge([9], appId: Self.appId, now: 1, expiresAt: 11)
+        for i in 0..<4 {
+            #expect(try await state.putChallenge([UInt8(i)], appId: Self.appId, address: "", now: 0, expiresAt: 10,
+                                                 maxPerAddress: 0) == .stored)
         }
-        try await state.putChallenge([9], appId: Self.appId, now: 10, expiresAt: 20)  // the expired ones were swept
+        #expect(try await state.putChallenge([9], appId: Self.appId, address: "", now: 1, expiresAt: 11, maxPerAddress: 0) == .storeFull)
+        // The expired ones were swept.
+        #expect(try await state.putChallenge([9], appId: Self.appId, address: "", now: 10, expiresAt: 20, maxPerAddress: 0) == .stored)
         #expect(state.counts.challenges == 1)
+    }
+
+    @Test func aFullChallengeStoreIsUnavailableNotAnError() async throws {
+        let service = try makeService(state: MemoryIssuerState(maxChallenges: 1))
+        #expect(await call(service, "generateAppAttestChallenge").status == 200)
+        let full = await call(service, "generateAppAttestChallenge")
+        #expect((full.status, full.rule, full.result) == (503, "challenge_store_full", "unavailable"))
     }
 }

@@ -60,6 +60,7 @@ final class IssuerHandler: BuiltinHandler {
             error = .unavailable("body_budget_spent")
             headers.append(("Retry-After", "1"))
         }
+        metrics.count(.failure(error, appId: "", method: "unknown"), configuredApps: service.settings)
         return BuiltinResponse(status: error.code, headers: headers, body: error.body,
                                logFields: [("app_id", ""), ("method", ""), ("result", error.metricResult),
                                            ("rule", error.rule)])

@@ -46,11 +46,18 @@ final class IssuerMetrics: Sendable {
 
     private let counts = Mutex<[Key: Recent]>([:])
 
+    /// The limits of docs/issuer.md (Limits) whose refusals `appcheck_issuer_limited_total{rule}` counts apart, so an
+    /// operator sees which limit a flood hit: a fixed set, so the series stay bounded.
+    static let limitRules = ["body_budget_spent", "challenge_address_full", "challenge_store_full",
+                             "debug_guesses_exhausted", "rate_limited", "rate_limited_address", "rate_limited_app"]
+    private let limited = Mutex<[String: Int]>([:])
+
     func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, now: Double = Date().timeIntervalSince1970) {
         let appId = configuredApps.app(outcome.appId) == nil ? "" : outcome.appId
         let known = outcome.method == "jwks" || IssuerMethod(rawValue: outcome.method) != nil
         let key = Key(appId: appId, method: known ? outcome.method : "unknown", result: outcome.result)
         counts.withLock { $0[key, default: Recent()].add(at: now) }
+        if Self.limitRules.contains(outcome.rule) { limited.withLock { $0[outcome.rule, default: 0] += 1 } }
     }
 
     private func sortedSnapshot() -> [(Key, Recent)] {
@@ -65,6 +72,10 @@ final class IssuerMetrics: Sendable {
             t.sample("appcheck_issuer_exchanges_total", [("app_id", key.appId), ("method", key.method), ("result", key.result)],
                      recent.total)
         }
+        t.family("appcheck_issuer_limited_total", "counter",
+                 "Issuer calls refused by a limit, by rule (per address, per app, process ceiling, debug guesses, challenge bounds, body budget).")
+        let limited = limited.withLock { $0 }
+        for rule in Self.limitRules { t.sample("appcheck_issuer_limited_total", [("rule", rule)], limited[rule] ?? 0) }
     }
 
     /// The dashboard's `exchanges`: one entry per (app_id, method, result) seen, with its counts per window.

@@ -160,7 +160,7 @@ public final class IssuerService: Sendable {
 
         switch method {
         case .generateAppAttestChallenge:
-            return try await challenge(app)
+            return try await challenge(app, client: client)
         case .exchangeDebugToken:
             let presented = try json.string("debug_token")
             let limitedUse = try json.limitedUse()
@@ -223,14 +223,24 @@ public final class IssuerService: Sendable {
     }
 
     /// `generateAppAttestChallenge`: 32 random bytes, single use, bound to the app, `challenge_ttl`.
-    private func challenge(_ app: IssuerAppSettings) async throws(IssuerError) -> IssuerOutcome {
+    /// `client` holds at most `max_challenges_per_address` outstanding challenges (in every store), so one address
+    /// cannot fill the store's capacity for everyone.
+    private func challenge(_ app: IssuerAppSettings, client: String) async throws(IssuerError) -> IssuerOutcome {
         var generator = SystemRandomNumberGenerator()
         let challenge = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let now = clock()
+        let admission: ChallengeAdmission
         do {
-            try await state.putChallenge(challenge, appId: app.appId, now: now, expiresAt: now + settings.challengeTTL)
+            admission = try await state.putChallenge(challenge, appId: app.appId, address: client, now: now,
+                                                     expiresAt: now + settings.challengeTTL,
+                                                     maxPerAddress: settings.maxChallengesPerAddress)
         } catch {
             throw .unavailable("state_unavailable")
+        }
+        switch admission {
+        case .stored: break
+        case .addressFull: throw .limited("challenge_address_full")
+        case .storeFull: throw .unavailable("challenge_store_full")
         }
         return IssuerOutcome(status: 200, body: IssuerResponse.challenge(challenge, ttl: Int(settings.challengeTTL)),
                              appId: app.appId, method: IssuerMethod.generateAppAttestChallenge.rawValue,
@@ -273,8 +283,9 @@ public final class IssuerService: Sendable {
     }
 
     /// `exchangeAppAttestAssertion`: the challenge is used up, the artifact names a stored key of this app, the
-    /// signature verifies over SHA-256(authenticatorData ‖ SHA-256(artifact ‖ challenge)), and the counter
-    /// advances with one compare-and-set, so two assertions with the same counter never both mint.
+    /// signature verifies over SHA-256(authenticatorData ‖ SHA-256(artifact ‖ challenge)), and the counter is
+    /// accepted by the store's counter window (never accepted before, at most 64 below the highest) in one atomic
+    /// step, so two assertions with the same counter never both mint.
     private func assertion(_ app: IssuerAppSettings, _ json: IssuerJSON) async throws(IssuerError) -> IssuerOutcome {
         let artifact = try json.bytes("artifact", maxBytes: 1024)
         let object = try json.bytes("assertion")
@@ -297,11 +308,16 @@ public final class IssuerService: Sendable {
         } catch {
             throw Self.refusal(error)
         }
-        let advanced: Bool
-        do { advanced = try await state.advanceCounter(artifact, appId: app.appId, to: verified.counter) } catch {
+        let verdict: CounterVerdict
+        do { verdict = try await state.acceptCounter(artifact, appId: app.appId, counter: verified.counter) } catch {
             throw .unavailable("state_unavailable")
         }
-        guard advanced else { throw .permissionDenied(AppAttestRule.counterNotIncreasing.rawValue) }
+        switch verdict {
+        case .accepted: break
+        case .repeated: throw .permissionDenied("counter_repeated")
+        case .belowWindow: throw .permissionDenied("counter_below_window")
+        case .unknownKey: throw .permissionDenied("unknown_artifact")
+        }
         return try mintOutcome(app, method: .exchangeAppAttestAssertion, limitedUse: limitedUse)
     }
 
