@@ -71,6 +71,7 @@ server:
   threads: auto                        # event-loop threads; auto = number of cores
   limits:
     max_connections: 10000
+    max_connections_per_address: 1000 # IPv4 /32, IPv6 /64; past it new connections from that address are closed at accept; 0 = off
     max_header_bytes: 16KiB            # request line + headers
     max_headers: 100
     max_body_bytes: 10MiB              # per route override: routes[].max_body_bytes
@@ -145,6 +146,7 @@ routes:                                # first match wins, in file order
     #expect(server.adminListen == HostPort(host: "127.0.0.1", port: 9901))
     #expect(server.threads == 6)
     #expect(server.limits.maxConnections == 10_000)
+    #expect(server.limits.maxConnectionsPerAddress == 1000)
     #expect(server.limits.maxHeaderBytes == 16 * 1024)
     #expect(server.limits.maxHeaders == 100)
     #expect(server.limits.maxBodyBytes == 10 * 1024 * 1024)
@@ -350,6 +352,24 @@ routes:                                # first match wins, in file order
 @Test func clockSkewAboveFiveMinutesIsRefused() {
     expectSingleError("app_check:\n  project_number: \"1\"\n  clock_skew: 6m\n" + minimalTail.split(separator: "\n").dropFirst(2).joined(separator: "\n"),
                       line: 3, column: 15, "app_check.clock_skew must be between 0ms and 5m")
+}
+
+@Test func maxConnectionsPerAddressDefaultsTo1000AndZeroTurnsItOff() throws {
+    let defaults = try #require(makeSettings(minimalTail))
+    #expect(defaults.server.limits.maxConnectionsPerAddress == 1000)
+    let off = try #require(makeSettings("server:\n  limits:\n    max_connections_per_address: 0\n" + minimalTail))
+    #expect(off.server.limits.maxConnectionsPerAddress == 0)
+    let high = try #require(makeSettings("server:\n  limits:\n    max_connections_per_address: 10000000\n" + minimalTail))
+    #expect(high.server.limits.maxConnectionsPerAddress == 10_000_000)
+}
+
+@Test func maxConnectionsPerAddressOutOfRangeIsAnErrorAtItsValue() {
+    expectSingleError("server:\n  limits:\n    max_connections_per_address: 10000001\n" + minimalTail, line: 3, column: 34,
+                      "server.limits.max_connections_per_address must be between 0 and 10000000, got 10000001")
+    expectSingleError("server:\n  limits:\n    max_connections_per_address: -1\n" + minimalTail, line: 3, column: 34,
+                      "server.limits.max_connections_per_address must be between 0 and 10000000, got -1")
+    expectSingleError("server:\n  limits:\n    max_connections_per_address: lots\n" + minimalTail, line: 3, column: 34,
+                      "invalid value 'lots' for server.limits.max_connections_per_address: expected a whole number")
 }
 
 @Test func badSize() {

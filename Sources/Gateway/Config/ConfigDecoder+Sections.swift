@@ -171,11 +171,15 @@ extension ConfigDecoder {
     private func decodeLimits(_ node: Node) -> LimitSettings {
         var limits = LimitSettings()
         guard let f = fields(node, "server.limits", known: [
-            "max_connections", "max_header_bytes", "max_headers", "max_body_bytes",
+            "max_connections", "max_connections_per_address", "max_header_bytes", "max_headers", "max_body_bytes",
             "header_timeout", "body_timeout", "idle_timeout", "shutdown_grace",
         ]) else { return limits }
         if let v = f.value("max_connections"), let n = int(v, "server.limits.max_connections", in: 1...10_000_000) {
             limits.maxConnections = n
+        }
+        if let v = f.value("max_connections_per_address"),
+           let n = int(v, "server.limits.max_connections_per_address", in: 0...10_000_000) {
+            limits.maxConnectionsPerAddress = n
         }
         if let v = f.value("max_header_bytes"), let n = size(v, "server.limits.max_header_bytes", in: 1024...(1 << 20)) {
             limits.maxHeaderBytes = Int(n)

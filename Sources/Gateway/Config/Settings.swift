@@ -93,6 +93,9 @@ public struct TLSSettings: Sendable {
 
 public struct LimitSettings: Sendable {
     public var maxConnections: Int = 10_000
+    /// Open client connections per address (IPv4 /32, IPv6 /64); one more is closed at accept. 0 = no bound.
+    /// Connections from `trusted_proxies` are exempt.
+    public var maxConnectionsPerAddress: Int = 1_000
     public var maxHeaderBytes: Int = 16 * 1024
     public var maxHeaders: Int = 100
     public var maxBodyBytes: Int64 = 10 * 1024 * 1024

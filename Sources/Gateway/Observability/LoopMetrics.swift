@@ -53,6 +53,8 @@ struct LoopMetrics: Sendable {
     var connectionsActive = 0
     var connectionsIdle = 0
     var tlsHandshakeFailures = 0
+    /// New client connections closed at accept without an answer, by reason (`per_address`).
+    var connectionsRefused: [String: Int] = [:]
     /// HTTP/2 connections closed for protocol errors or abuse, by reason.
     var h2ConnectionErrors: [String: Int] = [:]
     /// The enforcement dashboard's counts since its last fold (taken and reset by `DashboardService`; not
@@ -73,6 +75,7 @@ struct LoopMetrics: Sendable {
         connectionsActive += other.connectionsActive
         connectionsIdle += other.connectionsIdle
         tlsHandshakeFailures += other.tlsHandshakeFailures
+        for (k, v) in other.connectionsRefused { connectionsRefused[k, default: 0] += v }
         for (k, v) in other.h2ConnectionErrors { h2ConnectionErrors[k, default: 0] += v }
     }
 }

@@ -83,6 +83,11 @@ final class MetricsCollector: Sendable {
         t.sample("gateway_connections", [("state", "open")], openConnections)
         t.sample("gateway_connections", [("state", "active")], m.connectionsActive)
         t.sample("gateway_connections", [("state", "idle")], m.connectionsIdle)
+        t.family("gateway_connections_refused_total", "counter",
+                 "New client connections closed at accept without an answer, by reason (per_address: max_connections_per_address).")
+        for reason in m.connectionsRefused.keys.sorted() {
+            t.sample("gateway_connections_refused_total", [("reason", reason)], m.connectionsRefused[reason] ?? 0)
+        }
         t.family("gateway_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out.")
         t.sample("gateway_tls_handshake_failures_total", [], m.tlsHandshakeFailures)
         t.family("gateway_h2_connection_errors_total", "counter",

@@ -336,6 +336,9 @@ public final class GatewayServer: @unchecked Sendable {
     /// Client connections open across all loops.
     public var openConnections: Int { shared.openConnections.load(ordering: .relaxed) }
 
+    /// Open connections per client address (`max_connections_per_address`; tests).
+    var connectionsPerAddress: ConnectionsPerAddress { shared.connectionsPerAddress }
+
     var isDraining: Bool { state.withLock { $0 != .running } }
 
     /// Waits for SIGHUP (reload from `configPath`), SIGTERM or SIGINT (drain and return). Signals must have

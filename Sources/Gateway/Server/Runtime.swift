@@ -22,6 +22,8 @@ final class Runtime: Sendable {
     let idleTimeoutNS: UInt64
     let headerTimeoutNS: UInt64
     let bodyTimeoutNS: UInt64
+    /// `server.limits.max_connections_per_address` (0 = no bound), read at every accept.
+    let maxConnectionsPerAddress: Int
     /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     let policy: AppCheckPolicy
     /// The rules for tokens of the gateway's own issuer (docs/issuer.md): `iss` its own, limited-use lifetimes up to
@@ -39,6 +41,7 @@ final class Runtime: Sendable {
         idleTimeoutNS = .nanoseconds(settings.server.limits.idleTimeout)
         headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
         bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)
+        maxConnectionsPerAddress = settings.server.limits.maxConnectionsPerAddress
         policy = settings.appCheckPolicy
         trustedIssuerPolicies = settings.appCheck.trustedIssuers.map { settings.appCheckPolicy.withIssuer($0.iss) }
         ownIssuerPolicy = settings.issuer.map { issuer in

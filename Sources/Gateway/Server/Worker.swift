@@ -6,9 +6,10 @@ import Glibc
 import HTTPWire
 
 /// (`@unchecked Sendable` only so a reference can be handed to its own loop with `execute`.)
-/// One event loop's listeners and client connections: it accepts, counts connections against `max_connections`,
-/// moves a connection to HTTP/2, applies reloads and drains. What a request needs on its way (clock, runtime,
-/// pools, App Check step, metrics, log) is in its `LoopContext`, which connections get instead of the worker.
+/// One event loop's listeners and client connections: it accepts, counts connections against `max_connections`
+/// and `max_connections_per_address`, moves a connection to HTTP/2, applies reloads and drains. What a request
+/// needs on its way (clock, runtime, pools, App Check step, metrics, log) is in its `LoopContext`, which
+/// connections get instead of the worker.
 /// Touched only on its loop's thread; a request never leaves it.
 final class Worker: @unchecked Sendable, ConnectionTable {
     let context: LoopContext
@@ -18,6 +19,10 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     private var listeners: [Listener] = []
     /// The TLS context for new connections on TLS listeners; replaced on reload (SIGHUP re-reads the files).
     var tlsContext: TLSServerContext?
+    /// Connections refused over `max_connections_per_address` since the last log line about them, and when that
+    /// line was written (monotonic ns; 0 = never): at most one line per second per loop.
+    private var perAddressRefusedUnlogged = 0
+    private var perAddressLoggedAt: UInt64 = 0
 
     init(loop: EventLoop, runtime: Runtime, shared: SharedState, logSink: LogSink) {
         self.shared = shared
@@ -70,10 +75,21 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         listeners.append(l)
     }
 
+    /// A new client connection: it takes a slot of its address (`max_connections_per_address`, which trusted
+    /// proxies are exempt from) and one of `max_connections`; every way it ends gives both back once (`release`).
     func accepted(fd: Int32, peer: SocketAddress, secure: Bool) {
+        let key = ConnectionAddressKey(peer)
+        let perAddress = runtime.maxConnectionsPerAddress
+        let bound = perAddress > 0 && !runtime.isTrusted(peer) ? perAddress : 0
+        guard shared.connectionsPerAddress.acquire(key, limit: bound) else {
+            // Over its share: closed at once, not a byte written (a 503 would only feed the flood).
+            Socket.close(fd)
+            refusedPerAddress(key, limit: perAddress)
+            return
+        }
         let limit = runtime.settings.server.limits.maxConnections
         if shared.openConnections.add(1, ordering: .relaxed).newValue > limit {
-            shared.openConnections.subtract(1, ordering: .relaxed)
+            release(peer)
             refuseOverloaded(fd)
             return
         }
@@ -81,7 +97,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         var transport = Transport.plain
         if secure {
             guard let context = tlsContext, let stream = try? context.makeStream(fd: fd) else {
-                shared.openConnections.subtract(1, ordering: .relaxed)
+                release(peer)
                 Socket.close(fd)
                 return
             }
@@ -89,13 +105,34 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         }
         let conn = ClientConnection(fd: fd, peer: peer, context: context, transport: transport)
         do { try loop.register(fd, conn) } catch {
-            shared.openConnections.subtract(1, ordering: .relaxed)
+            release(peer)
             Socket.close(fd)
             return
         }
         clients[ObjectIdentifier(conn)] = conn
         conn.registered = true
         conn.start()
+    }
+
+    /// Gives back what an accepted connection from `peer` held: its `max_connections` slot and its address's.
+    private func release(_ peer: SocketAddress) {
+        shared.openConnections.subtract(1, ordering: .relaxed)
+        shared.connectionsPerAddress.release(ConnectionAddressKey(peer))
+    }
+
+    /// Counts a connection closed over `max_connections_per_address`; logs at most once per second on this loop,
+    /// with how many were refused since the last line.
+    private func refusedPerAddress(_ key: ConnectionAddressKey, limit: Int) {
+        context.metrics.connectionsRefused["per_address", default: 0] += 1
+        perAddressRefusedUnlogged += 1
+        let now = CSystemShims_monotonic_ns()
+        guard perAddressLoggedAt == 0 || now &- perAddressLoggedAt >= 1_000_000_000 else { return }
+        logSink.warning("connections refused: too many from one address", [
+            ("address", .string(key.description)), ("max_connections_per_address", .int(limit)),
+            ("refused", .int(perAddressRefusedUnlogged)),
+        ])
+        perAddressLoggedAt = now
+        perAddressRefusedUnlogged = 0
     }
 
     /// Over `max_connections`: a best-effort 503 and close, without reading the request.
@@ -125,14 +162,14 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         guard conn.registered else { return }
         conn.registered = false
         h2Connections.removeValue(forKey: ObjectIdentifier(conn))
-        shared.openConnections.subtract(1, ordering: .relaxed)
+        release(conn.peer)
     }
 
     func connectionClosed(_ conn: ClientConnection) {
         guard conn.registered else { return }
         conn.registered = false
         clients.removeValue(forKey: ObjectIdentifier(conn))
-        shared.openConnections.subtract(1, ordering: .relaxed)
+        release(conn.peer)
     }
 
     // MARK: reload and shutdown
@@ -173,6 +210,8 @@ final class Worker: @unchecked Sendable, ConnectionTable {
 /// Server-wide counters shared by all loops (touched on accept and close only, never per request).
 final class SharedState: Sendable {
     let openConnections = Atomic<Int>(0)
+    /// Open connections per client address (`max_connections_per_address`).
+    let connectionsPerAddress = ConnectionsPerAddress()
     /// Streams reset by clients, per address and in all (HTTP/2 Rapid Reset across reconnects).
     let resetBudget = ClientResetBudget(now: CSystemShims_monotonic_ns())
     /// HTTP/2 response bytes buffered in the process, waiting for clients' flow-control windows or sockets
