@@ -10,7 +10,8 @@ import TestSupport
 @Suite struct DescriptorExhaustionTests {
     static let limit = 64
 
-    static func config(upstreamPort: UInt16) -> String {
+    /// The bound per address is off (`perAddress` 0) where one test client must take every slot.
+    static func config(upstreamPort: UInt16, perAddress: Int = 0) -> String {
         """
         server:
           listen: ["127.0.0.1:0"]
@@ -18,6 +19,7 @@ import TestSupport
           threads: 1
           limits:
             max_connections: 1000
+            max_connections_per_address: \(perAddress)
             header_timeout: 5s
             idle_timeout: 30s
             shutdown_grace: 1s
@@ -96,5 +98,33 @@ import TestSupport
             statuses.append((try? c.readResponse().status) ?? 0)
         }
         #expect(statuses.contains(200), "\(statuses)")
+    }
+
+    /// Issue 25: under a low descriptor limit, one address may hold at most half of the slots that are left, so a
+    /// client holding hundreds of idle connections leaves room for everyone else.
+    @Test func oneAddressGetsAtMostHalfOfTheClampedSlots() throws {
+        let upstream = try SampleUpstream()
+        defer { upstream.stop() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gw-\(UUID().uuidString).yaml").path
+        try Self.config(upstreamPort: upstream.address.port, perAddress: 1000).write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let gw = try GatewayProcess.serve(config: path, launcher: ["/usr/bin/prlimit", "--nofile=\(Self.limit)"])
+        defer { gw.signal(SIGKILL); _ = gw.waitForExit(timeout: 5) }
+        func effective(_ line: String) -> Int? {
+            line.split(separator: ",").first { $0.hasPrefix("\"effective\":") }
+                .flatMap { Int($0.split(separator: ":")[1].filter(\.isNumber)) }
+        }
+        let clamp = try #require(gw.lines.first { $0.contains("max_connections lowered") })
+        let slots = try #require(effective(clamp))
+        let perAddress = try #require(gw.lines.first { $0.contains("max_connections_per_address lowered") })
+        #expect(effective(perAddress) == slots / 2)
+        // One address fills its half; its next connection is closed unanswered while another address is served.
+        var held: [RawHTTPClient] = []
+        for _ in 0..<(slots / 2) { held.append(try RawHTTPClient(port: gw.port, timeout: 5)) }
+        let over = try RawHTTPClient(port: gw.port, timeout: 3)
+        #expect(over.waitForClose(timeout: 3), "the connection past the address's half was not closed")
+        let other = try RawHTTPClient.roundTrip(port: gw.port, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", source: "127.0.0.2")
+        #expect(other.status == 200)
+        held.removeAll()
     }
 }

@@ -1,24 +1,12 @@
 import Foundation
 import Synchronization
 
-/// The key a client is limited by (docs/issuer.md, Limits): an IPv4 address (/32), or the /64 prefix of an IPv6
-/// address (one subscriber's network: a client can change the low 64 bits at will). An IPv4-mapped IPv6 address
-/// is its IPv4 address. Anything else (an unknown or unparsable peer) is the empty key, limited like any other.
+/// The key a client is limited by (docs/issuer.md, Limits): the text of its `ConnectionAddressKey` — an IPv4
+/// address (/32), or the /64 prefix of an IPv6 address (a client can change the low 64 bits at will); an
+/// IPv4-mapped IPv6 address is its IPv4 address.
 public enum ClientAddressKey {
     /// The key of raw address bytes (4 or 16 of them, as `SocketAddress.ipBytes` gives).
-    public static func key(ipBytes b: [UInt8]) -> String {
-        if b.count == 4 { return "\(b[0]).\(b[1]).\(b[2]).\(b[3])" }
-        guard b.count == 16 else { return "" }
-        if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {
-            return "\(b[12]).\(b[13]).\(b[14]).\(b[15])"
-        }
-        var text = ""
-        for group in 0..<4 {
-            text += String(UInt16(b[group * 2]) << 8 | UInt16(b[group * 2 + 1]), radix: 16)
-            text += ":"
-        }
-        return text + ":/64"
-    }
+    public static func key(ipBytes: [UInt8]) -> String { ConnectionAddressKey(ipBytes: ipBytes).description }
 
     /// The key of an address written as text (an `X-Forwarded-For` element); nil when it is no IP address.
     public static func key(text: Substring) -> String? {

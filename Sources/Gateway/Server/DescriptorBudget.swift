@@ -43,7 +43,8 @@ public struct DescriptorBudget: Sendable, Equatable {
     }
 
     /// Lowers `settings.server.limits.maxConnections` to `maxConnections` when it is above, with one warning
-    /// on `log` saying so (configured, effective, limit and reserve).
+    /// on `log` saying so (configured, effective, limit and reserve), and then `max_connections_per_address` to
+    /// half of that when it is above (a second warning), so one address never takes every slot left.
     public func clamp(_ settings: inout Settings, log: LogSink) {
         let configured = settings.server.limits.maxConnections
         guard configured > maxConnections else { return }
@@ -52,5 +53,15 @@ public struct DescriptorBudget: Sendable, Equatable {
             ("configured", .int(configured)), ("effective", .int(maxConnections)),
             ("rlimit_nofile", .int(limit)), ("reserve", .int(reserve)),
         ])
+        // One address must not be able to take every slot that is left (issue 25: 600 idle connections from one
+        // client under `--nofile=256`): its bound is lowered to half of them too.
+        let perAddress = settings.server.limits.maxConnectionsPerAddress
+        let half = max(1, maxConnections / 2)
+        if perAddress > half {
+            settings.server.limits.maxConnectionsPerAddress = half
+            log.warning("max_connections_per_address lowered to half of max_connections", [
+                ("configured", .int(perAddress)), ("effective", .int(half)),
+            ])
+        }
     }
 }
