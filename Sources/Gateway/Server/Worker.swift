@@ -222,7 +222,7 @@ final class SharedState: Sendable {
     let h2BufferedWasHigh = Atomic<Bool>(false)
     /// Request bodies built-in handlers (the issuer) hold in the process (`gateway_builtin_buffered_body_bytes`):
     /// past `BuiltinBodyBudget.limit`, new such requests are answered 503 at once (docs/issuer.md, Limits).
-    let builtinBodyBytes = BufferGauge(limit: BuiltinBodyBudget.limit)
+    let builtinBodyBytes = BufferGauge(limit: BuiltinBodyBudget.limit, trimHighWater: 4 << 20)
 }
 
 import JSONLog
