@@ -308,6 +308,34 @@ routes:                                # first match wins, in file order
                       line: 2, column: 3, "unknown key 'listn' in server; did you mean 'listen'?")
 }
 
+/// Swapped neighbouring letters are one edit, so `ulr` under an upstream suggests `url` (issue 26), with the
+/// error at the key's FILE:LINE:COLUMN; the same suggestion works in every section, since all read `fields`.
+@Test func swappedLettersSuggestTheKnownKey() {
+    let yaml = """
+    app_check:
+      project_number: "123456789012"
+    upstreams:
+      api:
+        ulr: http://127.0.0.1:3000
+    routes:
+      - name: all
+        prefix: /
+        upstream: api
+    """
+    let errors = makeErrors(yaml)
+    let typo = errors.first { $0.message.contains("'ulr'") }
+    #expect(typo.map { "\($0)" } == "gw.yaml:5:5: unknown key 'ulr' in upstreams.api; did you mean 'url'?", "\(errors)")
+    expectSingleError("server:\n  lsiten: [\"0.0.0.0:8080\"]\n" + minimalTail,
+                      line: 2, column: 3, "unknown key 'lsiten' in server; did you mean 'listen'?")
+    expectSingleError(minimalTail + "\n    enforcmeent: enforce\n", line: 10, column: 5,
+                      "unknown key 'enforcmeent' in routes[0]; did you mean 'enforcement'?")
+    #expect(ConfigDecoder.editDistance("ulr", "url") == 1)
+    #expect(ConfigDecoder.editDistance("abcd", "badc") == 2)
+    #expect(ConfigDecoder.editDistance("kitten", "sitting") == 3)
+    #expect(ConfigDecoder.closest(to: "ulr", among: ["url", "connect_timeout", "ca_file"]) == "url")
+    #expect(ConfigDecoder.closest(to: "zzzzzz", among: ["server", "routes"]) == nil)
+}
+
 @Test func unknownTopLevelKeyWithoutCloseMatchListsKnownKeys() {
     expectSingleError("zzzzzz: 1\n" + minimalTail, line: 1, column: 1, "unknown key 'zzzzzz' in the top level (known keys: server")
 }

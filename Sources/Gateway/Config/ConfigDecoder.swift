@@ -254,7 +254,9 @@ final class ConfigDecoder {
 
     // MARK: Helpers
 
-    /// The known name nearest to `name` by edit distance, when it is close enough to be a typo.
+    /// The known name nearest to `name` by edit distance, when it is close enough to be a typo: at most one edit
+    /// per three characters of the known name (at least one, at most three), where swapping two neighbouring
+    /// characters is one edit (`ulr` → `url`, `enforcment` → `enforcement`). Ties go to the earlier known name.
     static func closest(to name: String, among known: [String]) -> String? {
         let scored = known.map { ($0, editDistance(name.lowercased(), $0.lowercased())) }
         guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
@@ -262,19 +264,25 @@ final class ConfigDecoder {
         return best.1 <= limit ? best.0 : nil
     }
 
-    /// Levenshtein distance.
+    /// Edit distance with adjacent transpositions (optimal string alignment): insertions, deletions,
+    /// substitutions and swaps of two neighbouring characters each cost one.
     static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a), b = Array(b)
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
+        var beforePrevious = [Int](repeating: 0, count: b.count + 1)
         var previous = Array(0...b.count)
         var current = [Int](repeating: 0, count: b.count + 1)
         for i in 1...a.count {
             current[0] = i
             for j in 1...b.count {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+                var d = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    d = min(d, beforePrevious[j - 2] + 1)
+                }
+                current[j] = d
             }
-            swap(&previous, &current)
+            (beforePrevious, previous, current) = (previous, current, beforePrevious)
         }
         return previous[b.count]
     }
