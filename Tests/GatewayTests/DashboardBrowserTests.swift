@@ -99,4 +99,71 @@ import TestSupport
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "\(file) is not a PNG")
         }
     }
+
+    /// The fragment of `dom` from `start` to the first `end` after it.
+    static func slice(_ dom: String, from start: String, to end: String) -> String? {
+        guard let a = dom.range(of: start), let b = dom[a.upperBound...].range(of: end) else { return nil }
+        return String(dom[a.lowerBound..<b.upperBound])
+    }
+
+    /// Every capture of `pattern`'s first group in `text`.
+    static func captures(_ pattern: String, in text: String) throws -> [String] {
+        let regex = try NSRegularExpression(pattern: pattern)
+        return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+            Range($0.range(at: 1), in: text).map { String(text[$0]) }
+        }
+    }
+
+    /// What a newcomer saw wrong (issue 26), read from the rendered DOM of a gateway with an issuer and small counts:
+    /// the issuer block says how many kinds of exchanges there are and lists them (the rest counted as "more"),
+    /// only refusals in red (`jwks`, `challenge` and `minted` are not refusals); a chart's y axis has distinct
+    /// whole-number ticks (0 and 1 for one request; 0 to 3 for three); and one request is "1 request".
+    @Test func smallCountsAndTheIssuerBlockReadRight() throws {
+        let rig = try IssuerEndToEndTests.Rig()
+        defer { rig.stop() }
+        #expect(try rig.request("GET", "/appcheck/v1/jwks").status == 200)
+        let (attested, artifact) = try rig.attest()
+        #expect(attested.status == 200, "\(attested.bodyText)")
+        #expect(try rig.assert(artifact, limitedUse: false).status == 200)
+        let debug = try rig.post("exchangeDebugToken", #"{"debug_token":"\#(IssuerEndToEndTests.debugSecret)"}"#)
+        #expect(debug.status == 200, "\(debug.bodyText)")
+        #expect(try rig.post("exchangeDebugToken", #"{"debug_token":"wrong-secret-0123456789"}"#).status == 403)
+        #expect(try rig.request("POST", "/appcheck/v1/projects/123456789012/apps/1:123456789012:ios:ffffffffffffffff:exchangeDebugToken", "{}").status == 404)
+        // One request on `orders`, three on `attested`.
+        #expect(try rig.call("GET", "/api/x", token: try IssuerEndToEndTests.token(debug)).status == 200)
+        let session = try IssuerEndToEndTests.token(attested, path: ["appCheckToken", "token"])
+        for _ in 0..<3 { #expect(try rig.call("GET", "/attested/x", token: session).status == 200) }
+
+        let profile = NSTemporaryDirectory() + "dashboard-chromium-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: profile) }
+        let dump = try BoundedCommand.run(Self.chromium, Self.flags(profile: profile) + [
+            "--virtual-time-budget=3000", "--dump-dom", "http://127.0.0.1:\(rig.gateway.adminPort)/dashboard"], timeout: 90)
+        #expect(dump.status == 0, "\(dump.stderr)")
+        let dom = dump.stdout
+
+        // The issuer block: 7 kinds (jwks; challenge; attestation, assertion and debug minted; a wrong debug secret;
+        // an unknown app), the first 6 listed and "1 more".
+        let issuer = try #require(Self.slice(dom, from: #"<div id="issuer">"#, to: "</div>"), "no issuer block")
+        #expect(issuer.contains("7 kinds of exchanges"), "\(issuer)")
+        let listed = try Self.captures(#"<span class="exchange[^"]*" data-result="([^"]+)""#, in: issuer)
+        #expect(listed.count == 6, "\(issuer)")
+        #expect(issuer.contains(#"<span class="more"> · 1 more in /dashboard.json</span>"#), "\(issuer)")
+        for (classes, result) in zip(try Self.captures(#"<span class="(exchange[^"]*)" data-result"#, in: issuer), listed) {
+            let refusal = !["minted", "challenge", "jwks"].contains(result)
+            #expect(classes == (refusal ? "exchange bad" : "exchange"), "\(result) shown as \(classes)")
+        }
+        #expect(listed.contains("jwks") && listed.contains("permission_denied") && listed.contains("not_found"), "\(listed)")
+        #expect(issuer.contains(#"<span class="exchange" data-result="jwks"> · jwks jwks: 1</span>"#), "\(issuer)")
+
+        // Charts: ticks are distinct whole numbers from 0 to the top.
+        let orders = try #require(Self.slice(dom, from: #"<section class="route" id="route-orders""#, to: "</section>"))
+        #expect(try Self.captures(#"class="y-tick"[^>]*>([^<]*)</text>"#, in: orders) == ["0", "1"], "\(orders)")
+        #expect(orders.contains(">1 request in the last day<"), "\(orders)")
+        let three = try #require(Self.slice(dom, from: #"<section class="route" id="route-attested""#, to: "</section>"))
+        #expect(try Self.captures(#"class="y-tick"[^>]*>([^<]*)</text>"#, in: three) == ["0", "1", "2", "3"], "\(three)")
+        #expect(three.contains(">3 requests in the last day<"), "\(three)")
+        let row = try #require(Self.row(dom, "orders"))
+        #expect(row.contains("1 request, fewer than min_requests 1000"), "\(row)")
+        #expect(!dom.contains("1 requests"), "a count of one in the plural somewhere on the page")
+    }
 }

@@ -157,6 +157,19 @@ import Testing
         #expect(DashboardVerdict(counts: [0, 0, 0, 0, 0], minRequests: 0, readyShare: 0.99).kind == .wait)
     }
 
+    /// "1 request", never "1 requests" (issue 26); other counts stay plural.
+    @Test func verdictCountsOneRequestInTheSingular() {
+        #expect(DashboardVerdict(counts: [1, 0, 0, 0, 0], minRequests: 5, readyShare: 0.99).because
+                == "1 request, fewer than min_requests 5")
+        #expect(DashboardVerdict(counts: [0, 0, 0, 0, 0], minRequests: 5, readyShare: 0.99).because
+                == "0 requests, fewer than min_requests 5")
+        #expect(DashboardVerdict(counts: [1, 0, 0, 0, 0], minRequests: 1, readyShare: 0.99).because
+                == "verified 100.00% ≥ ready_share 99.00% of 1 request")
+        #expect(DashboardVerdict(counts: [0, 0, 1, 0, 0], minRequests: 1, readyShare: 0.99).because
+                == "invalid + unknown origin 100.00% > 1% of 1 request")
+        #expect(DashboardVerdict.requests(2) == "2 requests")
+    }
+
     /// Fills every route, App ID and reason slot with over-long names, then checks the counters' size
     /// (every ring's array plus every stored name) against `boundBytes`, and the bound against "a few MiB".
     @Test func memoryStaysWithinTheStatedBound() {

@@ -102,6 +102,15 @@ function el(tag,attrs,...kids){const e=document.createElement(tag);for(const k i
 for(const c of kids){if(c!==null&&c!==undefined)e.append(c.nodeType?c:String(c));}return e;}
 function svg(tag,attrs){const e=document.createElementNS("http://www.w3.org/2000/svg",tag);for(const k in attrs)e.setAttribute(k,attrs[k]);return e;}
 const fmt=n=>n.toLocaleString("en-US");
+/* "1 request", "2 requests": a count with its noun in the right number. */
+const count=(n,one,many)=>fmt(n)+" "+(n===1?one:many);
+/* Results of the issuer that are not refusals (docs/issuer.md); every other result is a refusal, shown in red. */
+const ISSUER_OK=["minted","challenge","jwks"];
+const ISSUER_SHOWN=6;
+/* The y axis of a chart whose tallest bar is max: a step of 1, 2 or 5 × 10^k giving at most 4 steps, the top
+   rounded up to a whole step, and one tick per step — distinct whole numbers, placed at their true height. */
+function yTicks(max){let step=1;while(Math.ceil(max/step)>4){const lead=String(step)[0];step=lead==="2"?step*5/2:step*2;}
+const top=Math.max(1,Math.ceil(max/step))*step;const ticks=[];for(let v=0;v<=top;v+=step)ticks.push(v);return {top,ticks};}
 const pct=x=>(x*100).toFixed(x>0&&x<0.001?3:2)+"%";
 function ago(s){if(s===null||s===undefined)return "—";if(s<120)return s+" s";if(s<7200)return Math.round(s/60)+" min";if(s<172800)return (s/3600).toFixed(1)+" h";return (s/86400).toFixed(1)+" d";}
 function time(t,withDate){const d=new Date(t*1000);const hm=d.toLocaleTimeString([], {hour:"2-digit",minute:"2-digit"});
@@ -115,9 +124,10 @@ box.append(el("div",{id:"key-set"},el("b",null,"Key set"),ks," · ",(k.keys??0)+
 const rs=r.status==="ok"?el("span",{class:"ok"},"ok"):r.status==="not configured"?el("span",null,"not configured"):el("span",{class:"bad"},r.status);
 box.append(el("div",{id:"replay-store"},el("b",null,"Replay store"+(r.store?" ("+r.store+")":"")),rs,
  r.store?" · consumed "+fmt(r.consumed)+" · reused "+fmt(r.reused)+" · errors ":"",r.store?el("span",{class:r.errors>0?"bad":""},fmt(r.errors)):null));
-const ex=(i.exchanges||[]);
-box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?ex.length+" kinds of exchanges":"not configured",
- ...ex.slice(0,4).map(e=>el("span",{class:e.result==="minted"?"":"bad"}," · "+e.method+" "+e.result+": "+fmt(e[win]||0)))));
+const ex=(i.exchanges||[]);const more=ex.length-Math.min(ex.length,ISSUER_SHOWN);
+box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?count(ex.length,"kind of exchange","kinds of exchanges"):"not configured",
+ ...ex.slice(0,ISSUER_SHOWN).map(e=>el("span",{class:ISSUER_OK.includes(e.result)?"exchange":"exchange bad","data-result":e.result}," · "+e.method+" "+e.result+": "+fmt(e[win]||0))),
+ more?el("span",{class:"more"}," · "+fmt(more)+" more in /dashboard.json"):null));
 box.append(el("div",{id:"history"},el("b",null,"History"),(h.bytes/1048576).toFixed(1)+" MiB of max "+(h.bound_bytes/1048576).toFixed(1)+" MiB",
  h.file?" · saved "+(h.last_write?time(Date.parse(h.last_write)/1000):"not yet"):" · memory only",h.last_write_error?el("span",{class:"bad"}," · "+h.last_write_error):null));}
 /* Attention first: investigate, wait, ready, not enough traffic; off routes last; then config order. */
@@ -134,11 +144,11 @@ body.append(tr);}
 body.querySelectorAll("a[data-goto]").forEach(a=>a.addEventListener("click",ev=>{ev.preventDefault();
 const t=document.getElementById("route-"+a.dataset.goto);if(t)t.scrollIntoView({behavior:"smooth"});}));}
 function chart(w,windowInfo){const W=600,H=150,L=44,B=18,T=6;const pts=w.series.points;const n=pts.length||1;
-const totals=pts.map(p=>p.reduce((a,b)=>a+b,0));const max=Math.max(1,...totals);
+const totals=pts.map(p=>p.reduce((a,b)=>a+b,0));const axis=yTicks(Math.max(1,...totals));const max=axis.top;
 const s=svg("svg",{viewBox:`0 0 ${W} ${H}`,role:"img","aria-label":"requests per category over the "+win});
 const bw=(W-L)/n;
-for(const f of [0,0.5,1]){const y=T+(H-T-B)*(1-f);s.append(svg("line",{x1:L,x2:W,y1:y,y2:y,stroke:"currentColor","stroke-opacity":f?0.15:0.4}));
-const t=svg("text",{x:L-4,y:y+4,"text-anchor":"end","font-size":11,fill:"currentColor","fill-opacity":0.7});t.textContent=fmt(Math.round(max*f));s.append(t);}
+for(const v of axis.ticks){const y=T+(H-T-B)*(1-v/max);s.append(svg("line",{x1:L,x2:W,y1:y,y2:y,stroke:"currentColor","stroke-opacity":v?0.15:0.4}));
+const t=svg("text",{class:"y-tick",x:L-4,y:y+4,"text-anchor":"end","font-size":11,fill:"currentColor","fill-opacity":0.7});t.textContent=fmt(v);s.append(t);}
 pts.forEach((p,i)=>{let y=H-B;const x=L+i*bw;const g=svg("g",{});const tip=svg("title",{});
 tip.textContent=time(w.series.start+i*w.series.step_seconds,win!=="hour")+"\n"+data.categories.map((c,j)=>LABEL[c]+": "+fmt(p[j])).join("\n");g.append(tip);
 data.categories.forEach((c,j)=>{if(!p[j])return;const h=(H-T-B)*p[j]/max;y-=h;
@@ -150,7 +160,7 @@ return s;}
 function cards(){const box=document.getElementById("routes");box.replaceChildren();
 for(const r of ordered()){const w=r.windows[win];const card=el("section",{class:"route",id:"route-"+r.name,"data-route":r.name});
 card.append(el("header",null,el("h2",{style:"margin:0"},r.name),el("span",{class:"mode mode-"+r.mode},r.mode),pill(w.verdict.verdict),
- el("span",{class:"share"},fmt(w.total)+" requests in the last "+win)));
+ el("span",{class:"share requests"},count(w.total,"request","requests")+" in the last "+win)));
 card.append(chart(w));
 card.append(el("div",{class:"legend"},...data.categories.map(c=>el("span",null,el("i",{style:`background:var(--${c})`}),LABEL[c]+" "+fmt(w.counts[c])))));
 const reasons=el("ol",{class:"reasons"});for(const x of w.reasons)reasons.append(el("li",null,el("span",null,x.reason),el("span",null,fmt(x.count))));
@@ -162,7 +172,7 @@ card.append(el("div",{class:"cols"},el("div",null,el("h3",null,"Top rejection re
 box.append(card);}}
 function render(){document.querySelectorAll(".tabs button").forEach(b=>b.setAttribute("aria-pressed",String(b.dataset.window===win)));
 status();table();cards();
-const s=data.settings;document.getElementById("footer").textContent=`Verdict per route over the selected window: not enough traffic below ${fmt(s.min_requests)} requests; then investigate when invalid + unknown origin > ${pct(s.invalid_unknown_limit)}; wait when outdated clients > ${pct(s.outdated_limit)}; ready to enforce at verified ≥ ${pct(s.ready_share)}; otherwise wait. Data: /dashboard.json · generated ${data.generated_at}.`;
+const s=data.settings;document.getElementById("footer").textContent=`Verdict per route over the selected window: not enough traffic below ${count(s.min_requests,"request","requests")}; then investigate when invalid + unknown origin > ${pct(s.invalid_unknown_limit)}; wait when outdated clients > ${pct(s.outdated_limit)}; ready to enforce at verified ≥ ${pct(s.ready_share)}; otherwise wait. Data: /dashboard.json · generated ${data.generated_at}.`;
 stamp();}
 function stamp(){const u=document.getElementById("updated");const age=Math.round((Date.now()-lastOk)/1000);
 if(age>90){u.className="stale";u.textContent="not updated for "+ago(age)+" — is the gateway running?";}

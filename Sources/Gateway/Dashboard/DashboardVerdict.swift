@@ -41,21 +41,24 @@ struct DashboardVerdict: Sendable, Equatable {
         let pct = { (x: Double) in Self.percent(x) }
         if total < minRequests {
             kind = .notEnoughTraffic
-            because = "\(total) requests, fewer than min_requests \(minRequests)"
+            because = "\(Self.requests(total)), fewer than min_requests \(minRequests)"
         } else if suspiciousShare > Self.suspiciousLimit {
             kind = .investigate
-            because = "invalid + unknown origin \(pct(suspiciousShare)) > 1% of \(total) requests"
+            because = "invalid + unknown origin \(pct(suspiciousShare)) > 1% of \(Self.requests(total))"
         } else if outdatedShare > Self.outdatedLimit {
             kind = .wait
-            because = "outdated clients \(pct(outdatedShare)) > 1% of \(total) requests"
+            because = "outdated clients \(pct(outdatedShare)) > 1% of \(Self.requests(total))"
         } else if verifiedShare >= readyShare {
             kind = .ready
-            because = "verified \(pct(verifiedShare)) ≥ ready_share \(pct(readyShare)) of \(total) requests"
+            because = "verified \(pct(verifiedShare)) ≥ ready_share \(pct(readyShare)) of \(Self.requests(total))"
         } else {
             kind = .wait
-            because = "verified \(pct(verifiedShare)) < ready_share \(pct(readyShare)) of \(total) requests"
+            because = "verified \(pct(verifiedShare)) < ready_share \(pct(readyShare)) of \(Self.requests(total))"
         }
     }
+
+    /// "1 request", "12 requests".
+    static func requests(_ n: Int) -> String { n == 1 ? "1 request" : "\(n) requests" }
 
     /// "99.25%": two decimals, enough to tell 99.0% from 98.99%.
     static func percent(_ x: Double) -> String {
