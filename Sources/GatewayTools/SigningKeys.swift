@@ -5,20 +5,27 @@ import Gateway
 /// Key files for the local issuer (`keygen`, `mint`, the demo and tests): a PKCS#8 PEM private key and a
 /// JWKS holding its public half.
 public enum SigningKeys {
-    /// The default `kid`: the first 16 hex characters of SHA-256 of the public key's DER, so `mint` finds
-    /// the same kid `keygen` wrote without being told.
+    /// The default `kid`: the key's RFC 7638 JWK thumbprint, the `kid` the gateway's issuer publishes and signs
+    /// with for a key in `issuer.signing_keys` (`IssuerKeys`), so `keygen` prints it and `mint` finds it again
+    /// without being told.
     public static func defaultKid(for key: RSAPrivateKey) -> String {
-        guard let der = (try? key.publicKey)?.derRepresentation else { return "appcheck-gateway" }
-        return String(SHA256Digest.hex(SHA256Digest.hash(der)).prefix(16))
+        (try? key.publicKey)?.jwkThumbprint ?? "appcheck-gateway"
     }
 
-    /// Writes `key` (mode 0600) and a JWKS with its public key under `kid`.
-    public static func write(key: RSAPrivateKey, kid: String, keyPath: String, jwksPath: String) throws {
+    /// Writes `key` alone (PKCS#8 PEM, mode 0600).
+    public static func write(key: RSAPrivateKey, keyPath: String) throws {
         let pem = try key.pemRepresentation()
         guard FileManager.default.createFile(atPath: keyPath, contents: Data(pem.utf8),
                                              attributes: [.posixPermissions: 0o600]) else {
             throw ToolError("cannot write \(keyPath)")
         }
+        // createFile applies the mode only to a new file; an existing one keeps its own.
+        guard chmod(keyPath, 0o600) == 0 else { throw ToolError("cannot make \(keyPath) mode 0600") }
+    }
+
+    /// Writes `key` (mode 0600) and a JWKS with its public key under `kid`.
+    public static func write(key: RSAPrivateKey, kid: String, keyPath: String, jwksPath: String) throws {
+        try write(key: key, keyPath: keyPath)
         let jwks = JWKSet.document(for: [(kid: kid, key: try key.publicKey)])
         do { try jwks.write(toFile: jwksPath, atomically: true, encoding: .utf8) } catch {
             throw ToolError("cannot write \(jwksPath): \(error.localizedDescription)")

@@ -237,23 +237,35 @@ struct Demo: ParsableCommand {
           key set   \(issuer.url)   (a local issuer standing in for Firebase; key in \(keyPath))
           admin     http://\(admin)
           config    \(configPath)\(config == nil ? "   (built in, the same as Config/demo.yaml)" : "")
-          dashboard http://\(admin)/dashboard   (can each route be enforced yet? the curls below move its verdicts)
+          dashboard http://\(admin)/dashboard   (can each route be enforced yet? steps 1-4 move its verdicts)
 
-        1. A valid App Check token on an enforced route: 200, and the upstream sees X-AppCheck-Status: verified
-        curl -i -H 'X-Firebase-AppCheck: \(session)' http://\(gw)/api/orders
+        Paste the steps in order into one shell (they share $SESSION and $LIMITED). A route has a verdict on the
+        dashboard once it has \(Self.requests(settings.dashboard.minRequests)) in the window (dashboard.min_requests; \(Self.requests(1000)) in production).
 
-        2. No token on the enforced route: 401 app_check_token_missing
+        1. A valid App Check token on an enforced route: 200, and the upstream sees X-AppCheck-Status: verified;
+           four more make 5 (orders: ready to enforce)
+        SESSION='\(session)'
+        curl -i -H "X-Firebase-AppCheck: $SESSION" http://\(gw)/api/orders
+        for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code} ' -H "X-Firebase-AppCheck: $SESSION" http://\(gw)/api/orders; done; echo
+
+        2. No token on the enforced route: 401 app_check_token_missing (orders: investigate, 1 of 6 unknown origin)
         curl -i http://\(gw)/api/orders
 
-        3. A monitored route forwards anyway and tells the upstream why (X-AppCheck-Reason: missing)
+        3. A monitored route forwards anyway and tells the upstream why (X-AppCheck-Reason: missing); four with
+           the token make 5 (public: investigate, 1 of 5 unknown origin: what enforcing would refuse)
         curl -i http://\(gw)/public/hello
+        for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code} ' -H "X-Firebase-AppCheck: $SESSION" http://\(gw)/public/hello; done; echo
 
-        4. A limited-use token on the replay-protected route: 200 the first time, 401 app_check_token_reused after
-        curl -i -X POST -H 'X-Firebase-AppCheck: \(limited)' http://\(gw)/api/redeem
-        curl -i -X POST -H 'X-Firebase-AppCheck: \(limited)' http://\(gw)/api/redeem
+        4. A limited-use token on the replay-protected route: 200 the first time, 401 app_check_token_reused after;
+           three more tries make 5 (redeem: wait, 4 of 5 reused)
+        LIMITED='\(limited)'
+        curl -i -X POST -H "X-Firebase-AppCheck: $LIMITED" http://\(gw)/api/redeem
+        curl -i -X POST -H "X-Firebase-AppCheck: $LIMITED" http://\(gw)/api/redeem
+        for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "X-Firebase-AppCheck: $LIMITED" http://\(gw)/api/redeem; done; echo
 
-        5. Firebase's request categories, per route, as Prometheus metrics
+        5. Firebase's request categories, per route, as Prometheus metrics; each route's dashboard verdicts (hour, day, week)
         curl -s http://\(admin)/metrics | grep appcheck_requests_total
+        curl -s http://\(admin)/dashboard.json | grep -o '"name":"[a-z]*"\\|"verdict":"[a-z ]*"'
         \(device)
         More tokens (valid for an hour; --limited-use for single-use ones):
         \(Self.executableForPasting()) mint --key \(keyPath) --project-number \(Self.projectNumber) --project-id \(Self.projectId) --app-id \(Self.appId)
@@ -265,6 +277,9 @@ struct Demo: ParsableCommand {
         issuer.stop()
         try? FileManager.default.removeItem(at: dir)
     }
+
+    /// "1 request", "5 requests".
+    static func requests(_ n: Int) -> String { n == 1 ? "1 request" : "\(n) requests" }
 
     /// How the printed `mint` command names this binary: as it was invoked when that works from any directory
     /// (a bare name found on `PATH`, or an absolute path), else made absolute against the working directory.

@@ -33,7 +33,7 @@ enum DemoConfiguration {
       store: memory
 
     dashboard:                        # http://127.0.0.1:9901/dashboard
-      min_requests: 5                 # low for the demo, so a few curls move the verdicts (production: 1000)
+      min_requests: 5                 # low for the demo: its steps 1-4 send 5 or more per route (production: 1000)
 
     issuer:                           # the gateway mints App Check tokens too: POST /appcheck/v1/projects/...
       base_path: /appcheck

@@ -6,22 +6,33 @@ import GatewayTools
 
 struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Make an RSA signing key and its JWKS, for local issuers and tests.")
+        abstract: "Make an RSA signing key (and, with --jwks, its public key set): for issuer.signing_keys, local issuers and tests.",
+        discussion: """
+        The printed kid is the key's RFC 7638 thumbprint: the kid the gateway's issuer publishes for this key in \
+        issuer.signing_keys, and the one mint uses by default. An issuer signing key needs only --key:
+          appcheck-gateway keygen --key /etc/appcheck-gateway/issuer/2026-11.pem
+        """)
     @Option(help: "Where to write the private key (PEM, mode 0600).") var key: String
-    @Option(help: "Where to write the public key set (JWKS).") var jwks: String
+    @Option(help: "Where to write the public key set (JWKS); not needed for issuer.signing_keys, whose set the gateway publishes.") var jwks: String?
     @Option(help: "Key size: 2048, 3072 or 4096.") var bits: Int = 2048
-    @Option(help: "Key id (default: derived from the public key).") var kid: String?
+    @Option(help: "Key id in the JWKS (default: the RFC 7638 thumbprint, as the issuer publishes).") var kid: String?
 
     func validate() throws {
         guard [2048, 3072, 4096].contains(bits) else { throw ValidationError("--bits must be 2048, 3072 or 4096") }
+        if kid != nil && jwks == nil { throw ValidationError("--kid names the key in the JWKS: give --jwks too") }
     }
 
     func run() throws {
         do {
             let k = try RSAPrivateKey.generate(bits: bits)
             let id = kid ?? SigningKeys.defaultKid(for: k)
-            try SigningKeys.write(key: k, kid: id, keyPath: key, jwksPath: jwks)
-            print("kid \(id): private key \(key), key set \(jwks)")
+            if let jwks {
+                try SigningKeys.write(key: k, kid: id, keyPath: key, jwksPath: jwks)
+                print("kid \(id): private key \(key), key set \(jwks)")
+            } else {
+                try SigningKeys.write(key: k, keyPath: key)
+                print("kid \(id): private key \(key) (RSA-\(bits); the issuer publishes it under this kid)")
+            }
         } catch {
             printError("appcheck-gateway: keygen: \(error)")
             throw ExitCode(1)

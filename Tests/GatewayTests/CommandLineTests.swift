@@ -55,8 +55,8 @@ import Testing
         #expect(named.stderr == "/nonexistent/from-env.yaml:1:1: cannot read file: No such file or directory\n", "\(named.stderr)")
     }
 
-    /// Defaults documented in the README: RSA-2048, `kid` = first 16 hex characters of SHA-256 of the public
-    /// key's DER (what `mint` derives too), private key mode 0600.
+    /// Defaults documented in the README: RSA-2048, `kid` = the RFC 7638 thumbprint of the public key (what `mint`
+    /// derives too, and what the issuer publishes), private key mode 0600.
     @Test func keygenDefaultsAndMintFindTheSameKid() throws {
         let dir = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -67,7 +67,7 @@ import Testing
         let key = try SigningKeys.load(keyPath: keyPath)
         #expect(try key.publicKey.bits == 2048)
         let kid = SigningKeys.defaultKid(for: key)
-        #expect(kid.count == 16)
+        #expect(kid == (try key.publicKey.jwkThumbprint) && kid.count == 43)
         #expect(made.stdout.hasPrefix("kid \(kid):"), "\(made.stdout)")
         let mode = try #require(try FileManager.default.attributesOfItem(atPath: keyPath)[.posixPermissions] as? Int)
         #expect(mode == 0o600)
@@ -85,6 +85,45 @@ import Testing
         #expect(decoded.contains("\"kid\":\"\(kid)\""), "\(decoded)")
         let claims = try Self.claims(token)
         #expect((claims["exp"] as? Int).flatMap { exp in (claims["iat"] as? Int).map { exp - $0 } } == 3600)
+    }
+
+    /// An issuer signing key (issue 26): `keygen --key FILE` alone writes the key (mode 0600, no JWKS) and prints the
+    /// kid the issuer publishes for it — the RFC 7638 thumbprint `IssuerKeys` gives the key in `signing_keys`; and
+    /// `Config/issuer.example.yaml` with that key and its documented variables passes `check-config`.
+    @Test func keygenMakesAnIssuerSigningKeyAndTheIssuerExampleLoads() throws {
+        let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keyPath = dir.appendingPathComponent("signing.pem").path
+        let made = try Run.command(Run.gatewayBinary, ["keygen", "--key", keyPath])
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["signing.pem"])
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: keyPath)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        let published = try IssuerKeys.load(paths: [keyPath]).signer.kid
+        #expect(made.stdout == "kid \(published): private key \(keyPath) (RSA-2048; the issuer publishes it under this kid)\n",
+                "\(made.stdout)")
+        let lonelyKid = try Run.command(Run.gatewayBinary, ["keygen", "--key", keyPath, "--kid", "k1"])
+        #expect(lonelyKid.status != 0 && lonelyKid.stderr.contains("--kid names the key in the JWKS: give --jwks too"), "\(lonelyKid.stderr)")
+
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "APPCHECK_GATEWAY_CONFIG")
+        env["FIREBASE_PROJECT_NUMBER"] = "123456789012"
+        env["IOS_APP_ID"] = "1:123456789012:ios:0a1b2c3d4e5f6a7b"
+        env["APPLE_TEAM_ID"] = "ABCDE12345"
+        env["IOS_BUNDLE_ID"] = "com.example.app"
+        env["ISSUER_URL"] = "https://api.example.com/appcheck"
+        env["CI_APPCHECK_DEBUG_SECRET"] = "0b5e9d0c-7a53-4c1e-9f0e-3f4a2b1c6d7e"
+        env["ISSUER_SIGNING_KEY"] = keyPath
+        env["ISSUER_SQLITE"] = dir.appendingPathComponent("issuer.sqlite").path
+        env["REPLAY_SQLITE"] = dir.appendingPathComponent("replay.sqlite").path
+        let example = Self.repoRoot.appendingPathComponent("Config/issuer.example.yaml").path
+        let checked = try Run.command(Run.gatewayBinary, ["check-config", "--config", example], environment: env)
+        #expect(checked.status == 0, "\(checked.stdout)\(checked.stderr)")
+        #expect(checked.stdout.contains("1:123456789012:ios:0a1b2c3d4e5f6a7b"), "\(checked.stdout)")
+        // Without its variables it does not load, and says which.
+        env.removeValue(forKey: "ISSUER_URL")
+        let unset = try Run.command(Run.gatewayBinary, ["check-config", "--config", example], environment: env)
+        #expect(unset.status == 1 && unset.stderr.contains("ISSUER_URL"), "\(unset.stderr)")
     }
 
     /// `--ttl 0s` is a duration, only too short: the message says so. A short lifetime is kept as asked.

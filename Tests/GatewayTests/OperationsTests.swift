@@ -54,36 +54,75 @@ import TestSupport
         #expect(banner.contains { $0.contains("gateway   http://127.0.0.1:\(port)") }, "\(banner)")
         #expect(banner.contains { $0.contains("admin     http://127.0.0.1:\(adminPort)") }, "\(banner)")
 
-        // Each `curl` line as printed, under the number of the caption above it.
+        // Each step's command lines as printed (curl, a for loop of curls, or NAME='token'), under the number of
+        // the caption above them. A user pastes the steps in order into one shell; each step here runs after the
+        // assignments of the steps before it.
         var commands: [Int: [String]] = [:]
         var current = 0
         for line in banner {
             if let dot = line.firstIndex(of: "."), let n = Int(line[..<dot]), line[dot...].hasPrefix(". ") { current = n }
-            if line.hasPrefix("curl ") { commands[current, default: []].append(line) }
+            if line.hasPrefix("curl ") || line.hasPrefix("for ") || line.range(of: #"^[A-Z]+='"#, options: .regularExpression) != nil {
+                commands[current, default: []].append(line)
+            }
         }
         #expect(commands.keys.sorted() == [1, 2, 3, 4, 5], "\(commands)")
-        #expect(commands.values.map(\.count).reduce(0, +) == 6, "\(commands)")
+        var assignments: [String] = []
+        func paste(_ step: Int, _ index: Int) throws -> ProcessResult {
+            let lines = try #require(commands[step])
+            assignments += lines.filter { $0.range(of: #"^[A-Z]+='"#, options: .regularExpression) != nil && !assignments.contains($0) }
+            let runnable = lines.filter { !$0.contains("='") || $0.hasPrefix("for ") || $0.hasPrefix("curl ") }
+            return try Self.paste((assignments + [runnable[index]]).joined(separator: "\n"))
+        }
 
-        let one = try Self.paste(try #require(commands[1]?.first))
+        let one = try paste(1, 0)
         #expect(one.status == 0, "\(one.stderr)")
         #expect(one.stdout.hasPrefix("HTTP/1.1 200"), "\(one.stdout)")
         #expect(one.stdout.contains("\"x-appcheck-status\":\"verified\""), "\(one.stdout)")
+        #expect(try paste(1, 1).stdout == "200 200 200 200 \n")
 
-        let two = try Self.paste(try #require(commands[2]?.first))
+        let two = try paste(2, 0)
         #expect(two.stdout.hasPrefix("HTTP/1.1 401"), "\(two.stdout)")
         #expect(two.stdout.contains("app_check_token_missing"), "\(two.stdout)")
 
-        let three = try Self.paste(try #require(commands[3]?.first))
+        let three = try paste(3, 0)
         #expect(three.stdout.hasPrefix("HTTP/1.1 200"), "\(three.stdout)")
         #expect(three.stdout.contains("\"x-appcheck-reason\":\"missing\""), "\(three.stdout)")
+        #expect(try paste(3, 1).stdout == "200 200 200 200 \n")
 
-        let four = try #require(commands[4])
-        #expect(four.count == 2 && four.first == four.last, "\(four)")
-        let first = try Self.paste(four[0])
+        let first = try paste(4, 0)
         #expect(first.stdout.hasPrefix("HTTP/1.1 200"), "\(first.stdout)")
-        let second = try Self.paste(four[1])
+        let second = try paste(4, 1)
         #expect(second.stdout.hasPrefix("HTTP/1.1 401"), "\(second.stdout)")
         #expect(second.stdout.contains("app_check_token_reused"), "\(second.stdout)")
+        #expect(try paste(4, 2).stdout == "401 401 401 \n")
+
+        // The banner's promise: after steps 1-4 every route has a verdict, the one its caption names.
+        let dashboard = try RawHTTPClient.roundTrip(port: adminPort, "GET /dashboard.json HTTP/1.1\r\nHost: a\r\n\r\n")
+        let routes = try #require((try JSONSerialization.jsonObject(with: Data(dashboard.body)) as? [String: Any])?["routes"] as? [[String: Any]])
+        var verdicts: [String: String] = [:]
+        for route in routes {
+            let day = (route["windows"] as? [String: Any])?["day"] as? [String: Any]
+            verdicts[route["name"] as? String ?? "?"] = (day?["verdict"] as? [String: Any])?["verdict"] as? String
+        }
+        #expect(verdicts == ["orders": "investigate", "public": "investigate", "redeem": "wait"], "\(verdicts)")
+
+        // docs/issuer.md's issuer curls, written for `make demo`'s 127.0.0.1:8080, work on this demo's port verbatim
+        // otherwise: a debug token that opens the enforced route, and an App Attest challenge. (After the verdicts
+        // above: the token's request adds to `orders`.)
+        let doc = try String(contentsOfFile: Self.repoRoot.appendingPathComponent("docs/issuer.md").path, encoding: .utf8)
+        let examples = doc.split(separator: "\n").map(String.init).filter { $0.hasPrefix("curl ") && $0.contains("127.0.0.1:8080/appcheck/") }
+        #expect(examples.count == 2, "\(examples)")
+        let here = examples.map { $0.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(port)") }
+        let debugExchange = try Self.paste(try #require(here.first { $0.hasSuffix(":exchangeDebugToken'") }))
+        let debugJSON = try #require(try JSONSerialization.jsonObject(with: Data(debugExchange.stdout.utf8)) as? [String: Any],
+                                     "\(debugExchange.stdout)\(debugExchange.stderr)")
+        #expect(debugJSON["ttl"] as? String == "3600s", "\(debugJSON)")
+        let debugToken = try #require(debugJSON["token"] as? String)
+        #expect(try RawHTTPClient.roundTrip(port: port, "GET /api/orders HTTP/1.1\r\nHost: demo\r\nX-Firebase-AppCheck: \(debugToken)\r\n\r\n").status == 200)
+        let challenge = try Self.paste(try #require(here.first { $0.hasSuffix(":generateAppAttestChallenge'") }))
+        let challengeJSON = try #require(try JSONSerialization.jsonObject(with: Data(challenge.stdout.utf8)) as? [String: Any],
+                                         "\(challenge.stdout)")
+        #expect(challengeJSON["ttl"] as? String == "300s" && (challengeJSON["challenge"] as? String)?.isEmpty == false, "\(challengeJSON)")
 
         let mintLine = try #require(banner.first { $0.contains(" mint --key ") })
         let minted = try Self.paste(mintLine)
@@ -95,14 +134,18 @@ import TestSupport
         #expect(withMinted.status == 200, "\(withMinted.bodyText)")
 
         // Last, so that it counts everything above.
-        let five = try Self.paste(try #require(commands[5]?.first))
+        let five = try paste(5, 0)
         #expect(five.status == 0, "\(five.stderr)")
         let metrics = five.stdout.split(separator: "\n")
         #expect(!metrics.isEmpty && metrics.allSatisfy { $0.contains("appcheck_requests_total") }, "\(five.stdout)")
-        #expect(metrics.contains { $0.contains("route=\"orders\"") && $0.contains("outcome=\"verified\"") && $0.hasSuffix(" 2") },
+        #expect(metrics.contains { $0.contains("route=\"orders\"") && $0.contains("outcome=\"verified\"") && $0.hasSuffix(" 7") },
                 "\(five.stdout)")
-        #expect(metrics.contains { $0.contains("route=\"redeem\"") && $0.contains("outcome=\"reused\"") }, "\(five.stdout)")
+        #expect(metrics.contains { $0.contains("route=\"redeem\"") && $0.contains("outcome=\"reused\"") && $0.hasSuffix(" 4") },
+                "\(five.stdout)")
         #expect(metrics.contains { $0.contains("route=\"public\"") && $0.contains("outcome=\"unknown_origin\"") }, "\(five.stdout)")
+        let verdictLines = try paste(5, 1)
+        #expect(verdictLines.stdout.contains(#""verdict":"investigate""#) && verdictLines.stdout.contains(#""verdict":"wait""#),
+                "\(verdictLines.stdout)")
 
         // Ctrl-C stops it cleanly.
         demo.signal(SIGINT)
