@@ -33,6 +33,7 @@ test: deps-test
 	$(MAKE) --no-print-directory conformance
 	$(MAKE) --no-print-directory examples
 	$(MAKE) --no-print-directory fuzz-smoke
+	@echo "make test: PASS (swift test, conformance, examples, fuzz smoke)"
 
 # Every token of a 370+-token corpus through firebase-admin's app_check.verify_token (from PyPI, in a
 # throwaway virtualenv) and our `verify`; ends with `N passed, M failed`. See Tests/conformance/README.md.

@@ -126,6 +126,19 @@ import Testing
         #expect(unset.status == 1 && unset.stderr.contains("ISSUER_URL"), "\(unset.stderr)")
     }
 
+    /// `make test` ends with one summary line, printed by the recipe's last command, so only when every command
+    /// before it (swift test, conformance, examples, fuzz smoke; each stops make on failure) succeeded. Read
+    /// from `make -n` (which prints the recipes, sub-makes included, without running them).
+    @Test func makeTestEndsWithOneSummaryLine() throws {
+        let dry = try Run.command("make", ["-n", "-C", Self.repoRoot.path, "--no-print-directory", "test"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        let lines = dry.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.last == #"echo "make test: PASS (swift test, conformance, examples, fuzz smoke)""#, "\(lines.suffix(3))")
+        let order = ["swift test --skip-build", "Tests/conformance/run.sh", "Tests/examples/custom-token.sh", "Fuzz/smoke.sh"]
+            .map { step in lines.firstIndex { $0.contains(step) } }
+        #expect(order.allSatisfy { $0 != nil } && order.compactMap { $0 } == order.compactMap { $0 }.sorted(), "\(lines)")
+    }
+
     /// `--ttl 0s` is a duration, only too short: the message says so. A short lifetime is kept as asked.
     @Test func mintTTLIsExactAndZeroIsExplained() throws {
         let dir = try Self.temporaryDirectory()
