@@ -83,6 +83,7 @@ import TestSupport
         #expect(block.count == 2, "\(printed)")
         #expect(block.first?.contains("not used (app_check.jwks.url: none)") == true)
         #expect(block.last?.contains("iss https://api.example.com/appcheck/123456789012 from signing_keys (1 key, local)") == true)
+        #expect(printed.contains("  discovery: /appcheck/123456789012/.well-known/openid-configuration"))
 
         let trustedOnly = """
         app_check:

@@ -73,6 +73,7 @@ private func describeIssuer(_ issuer: IssuerSettings, projectNumber: String) -> 
         "issuer (answered before routes):",
         "  api:  \(issuer.basePath)/v1/projects/{project}/apps/{app_id}:{method}",
         "  jwks: \(issuer.basePath)/v1/jwks",
+        "  discovery: \(IssuerPath.discoveryPath(issuerURL: issuer.issuerURL, projectNumber: projectNumber) ?? "-")",
         "  iss:  \(issuer.tokenIssuer(projectNumber: projectNumber))",
         "  signing keys: \(issuer.signingKeyPaths.count) (signs with \(issuer.signingKeyPaths.first ?? "?"))",
         "  ttl: session \(ConfigValueParser.formatDuration(issuer.sessionTTL)), limited use \(ConfigValueParser.formatDuration(issuer.limitedUseTTL)), challenge \(ConfigValueParser.formatDuration(issuer.challengeTTL))",
