@@ -42,10 +42,13 @@ conformance: build
 	Tests/conformance/run.sh
 
 # The custom-token examples of docs/issuer.md (Python with PyJWT from PyPI, Node without packages) minting tokens
-# that a running gateway exchanges once. See Tests/examples/custom-token.sh.
+# that a running gateway exchanges once (Tests/examples/custom-token.sh); then a gateway with no Google service
+# (app_check.jwks.url: none) whose minted token PyJWT verifies through OIDC discovery alone, ending with
+# `oidc-discovery: PASS` or `FAIL` (Tests/examples/oidc-discovery.sh).
 examples: build
 	@.ci/ensure-packages python3-venv nodejs
 	Tests/examples/custom-token.sh
+	Tests/examples/oidc-discovery.sh
 
 # Every libFuzzer target in Fuzz/ for FUZZ_SECONDS (default 15) each; fails on any crash, leak or timeout.
 # Long runs by hand: Fuzz/run.sh TARGET [SECONDS]. See Fuzz/README.md.

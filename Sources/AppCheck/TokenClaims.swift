@@ -103,4 +103,6 @@ public struct TokenClaims: Sendable {
 
     /// `exp` when it is a number (the cache keeps an entry until `exp + clock_skew`).
     public var expiresAt: Double? { exp.value }
+    /// The `iss` claim when it is a string (unverified until the signature is checked).
+    public var issuer: String? { iss.value }
 }

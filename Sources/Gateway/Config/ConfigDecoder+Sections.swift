@@ -19,6 +19,11 @@ extension ConfigDecoder {
             error(top.position, "missing required key 'app_check' (at least app_check.project_number)")
         }
         let replay = top.value("replay").map(decodeReplay) ?? ReplaySettings()
+        if let node = top.value("app_check"), appCheck.jwks.isNone, top.value("issuer") == nil,
+           appCheck.trustedIssuers.isEmpty {
+            error(jwksURLPosition ?? ConfigPosition(node),
+                  "app_check.jwks.url is none but there is no issuer: section and no app_check.trusted_issuers: no key set could ever verify a token")
+        }
         let issuer = top.value("issuer").map { decodeIssuer($0, projectNumber: appCheck.projectNumber) }
         if let issuer, !issuer.issuerURL.isEmpty,
            appCheck.trustedIssuers.contains(where: { $0.iss == issuer.tokenIssuer(projectNumber: appCheck.projectNumber) }),
@@ -274,7 +279,10 @@ extension ConfigDecoder {
         ]) else { return jwks }
         if let v = f.value("url"), let text = nonEmptyString(v, "app_check.jwks.url") {
             let lower = text.lowercased()
-            if lower.hasPrefix("file://") {
+            if lower == JWKSSettings.none {
+                jwks.url = JWKSSettings.none
+                jwksURLPosition = ConfigPosition(v)
+            } else if lower.hasPrefix("file://") {
                 if text.dropFirst(7).isEmpty { error(v, "app_check.jwks.url 'file://' needs a path, e.g. file:///etc/jwks.json") } else { jwks.url = text }
             } else if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
                 if let host = URLComponents(string: text)?.host, !host.isEmpty { jwks.url = text } else {
@@ -290,7 +298,13 @@ extension ConfigDecoder {
             jwks.unknownKidRefreshInterval = d
         }
         if let v = f.value("max_stale"), let d = duration(v, "app_check.jwks.max_stale", in: 0...(30 * 86400)) { jwks.maxStale = d }
-        if let v = f.value("cache_file"), let text = string(v, "app_check.jwks.cache_file") { jwks.cacheFile = text }
+        if let v = f.value("cache_file"), let text = string(v, "app_check.jwks.cache_file") {
+            if jwks.isNone && !text.isEmpty {
+                error(v, "app_check.jwks.cache_file has nothing to cache: app_check.jwks.url is none")
+            } else {
+                jwks.cacheFile = text
+            }
+        }
         return jwks
     }
 

@@ -67,6 +67,8 @@ final class ConfigDecoder {
     let environment: [String: String]
     let cores: Int
     private(set) var errors: [ConfigError] = []
+    /// Where `app_check.jwks.url: none` was written (for the error when nothing else could verify a token).
+    var jwksURLPosition: ConfigPosition?
 
     init(file: String, environment: [String: String], cores: Int) {
         self.file = file

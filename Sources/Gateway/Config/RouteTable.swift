@@ -1,3 +1,4 @@
+import AppCheck
 import Foundation
 
 /// The resolved configuration as `check-config` prints it (README, Commands): a listener summary, then one line per route
@@ -34,11 +35,36 @@ public func describeRoutes(_ settings: Settings) -> String {
         ])
     }
     lines += alignedRows(rows).map { "  " + $0 }
+    lines += describeKeySets(settings)
     if let issuer = settings.issuer {
         lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber)
         lines += issuer.warnings(allowedAppIds: settings.appCheck.appIds)
     }
     return lines.joined(separator: "\n") + "\n"
+}
+
+/// The key sets the gateway will trust, one line each: whose tokens each verifies (`iss`) and where its keys come from.
+/// Firebase's line says so when `app_check.jwks.url` is `none`. Custom-token backends are listed too: their sets
+/// verify what `exchangeCustomToken` accepts, not route tokens.
+public func describeKeySets(_ settings: Settings) -> [String] {
+    let number = settings.appCheck.projectNumber
+    var rows: [[String]] = []
+    if settings.appCheck.jwks.isNone {
+        rows.append(["firebase", "not used (app_check.jwks.url: none): Firebase-issued tokens are refused (wrong_issuer)"])
+    } else {
+        rows.append(["firebase", "iss \(AppCheckPolicy.firebaseIssuer(projectNumber: number)) from \(settings.appCheck.jwks.url)"])
+    }
+    if let issuer = settings.issuer {
+        let count = issuer.signingKeyPaths.count
+        rows.append(["own issuer", "iss \(issuer.tokenIssuer(projectNumber: number)) from signing_keys (\(count) key\(count == 1 ? "" : "s"), local)"])
+    }
+    for entry in settings.appCheck.trustedIssuers {
+        rows.append(["trusted", "iss \(entry.iss) from \(entry.jwksURL)"])
+    }
+    for entry in settings.issuer?.customTokenIssuers ?? [] {
+        rows.append(["custom token", "iss \(entry.iss) from \(entry.jwksURL) (exchangeCustomToken only)"])
+    }
+    return ["key sets trusted:"] + alignedRows(rows).map { "  " + $0 }
 }
 
 /// The issuer block of `check-config`: where it answers, what it signs with, and per app its methods.
@@ -47,6 +73,7 @@ private func describeIssuer(_ issuer: IssuerSettings, projectNumber: String) -> 
         "issuer (answered before routes):",
         "  api:  \(issuer.basePath)/v1/projects/{project}/apps/{app_id}:{method}",
         "  jwks: \(issuer.basePath)/v1/jwks",
+        "  discovery: \(IssuerPath.discoveryPath(issuerURL: issuer.issuerURL, projectNumber: projectNumber) ?? "-")",
         "  iss:  \(issuer.tokenIssuer(projectNumber: projectNumber))",
         "  signing keys: \(issuer.signingKeyPaths.count) (signs with \(issuer.signingKeyPaths.first ?? "?"))",
         "  ttl: session \(ConfigValueParser.formatDuration(issuer.sessionTTL)), limited use \(ConfigValueParser.formatDuration(issuer.limitedUseTTL)), challenge \(ConfigValueParser.formatDuration(issuer.challengeTTL))",

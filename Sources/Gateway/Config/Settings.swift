@@ -27,6 +27,15 @@ public struct Settings: Sendable {
                        clockSkew: appCheck.clockSkew, limitedUseMaxTTL: replay.limitedUseMaxTTL)
     }
 
+    /// The rules for tokens of the gateway's own issuer (docs/issuer.md): `iss` its own, limited-use lifetimes up to
+    /// its `limited_use_ttl`; nil without `issuer:`.
+    public var ownIssuerPolicy: AppCheckPolicy? {
+        issuer.map { issuer in
+            appCheckPolicy.withIssuer(issuer.tokenIssuer(projectNumber: appCheck.projectNumber),
+                                      limitedUseMaxTTL: max(appCheckPolicy.limitedUseMaxTTL, issuer.limitedUseTTL))
+        }
+    }
+
     public init(server: ServerSettings, appCheck: AppCheckSettings, replay: ReplaySettings,
                 upstreams: [UpstreamSettings], routes: [RouteSettings], sourcePath: String) {
         self.server = server

@@ -13,23 +13,31 @@ final class IssuerHandler: BuiltinHandler {
     let metrics: IssuerMetrics
     private let loop: EventLoop
     private let basePath: String
+    /// `<path of iss>/.well-known/openid-configuration`, which may lie outside the base path.
+    private let discoveryPath: String?
 
     init(service: IssuerService, metrics: IssuerMetrics, loop: EventLoop) {
         self.service = service
         self.metrics = metrics
         self.loop = loop
         basePath = service.settings.basePath
+        discoveryPath = service.discoveryPath
     }
 
     func matches(_ path: Substring) -> Bool {
         // `<base>/v1/` and everything under it; `<base>/v1` alone is no resource (404 NOT_FOUND from the service).
-        path.hasPrefix(basePath) && (path.count == basePath.count || path.dropFirst(basePath.count).hasPrefix("/"))
+        (path.hasPrefix(basePath) && (path.count == basePath.count || path.dropFirst(basePath.count).hasPrefix("/")))
+            || (discoveryPath.map { path == $0 } ?? false)
+    }
+
+    private func issuerPath(_ path: String) -> IssuerPath {
+        IssuerPath.match(Substring(path), basePath: basePath, discoveryPath: discoveryPath) ?? .unknown(rule: "unknown_resource")
     }
 
     /// The issuer's cheap refusals (unknown app or method, rate limits, debug guesses) on the loop, before the body
     /// is read: a flood is answered without a hop to the issuer's executor.
     func refuseEarly(method: String, path: String, declaredBodyBytes: Int, client: String) -> BuiltinResponse? {
-        let issuerPath = IssuerPath.match(Substring(path), basePath: basePath) ?? .unknown(rule: "unknown_resource")
+        let issuerPath = issuerPath(path)
         guard let outcome = service.preflight(issuerPath, httpMethod: method, bodyCount: declaredBodyBytes,
                                               client: client) else { return nil }
         metrics.count(outcome, configuredApps: service.settings)
@@ -37,7 +45,7 @@ final class IssuerHandler: BuiltinHandler {
     }
 
     func handle(_ request: BuiltinRequest, respond: @escaping (BuiltinResponse) -> Void) {
-        let issuerPath = IssuerPath.match(Substring(request.path), basePath: basePath) ?? .unknown(rule: "unknown_resource")
+        let issuerPath = issuerPath(request.path)
         let (service, metrics, loop) = (service, metrics, loop)
         let (method, body, client) = (request.method, request.body, request.client)
         let reply = Unchecked(respond)

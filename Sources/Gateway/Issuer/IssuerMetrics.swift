@@ -54,7 +54,7 @@ final class IssuerMetrics: Sendable {
 
     func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, now: Double = Date().timeIntervalSince1970) {
         let appId = configuredApps.app(outcome.appId) == nil ? "" : outcome.appId
-        let known = outcome.method == "jwks" || IssuerMethod(rawValue: outcome.method) != nil
+        let known = outcome.method == "jwks" || outcome.method == "discovery" || IssuerMethod(rawValue: outcome.method) != nil
         let key = Key(appId: appId, method: known ? outcome.method : "unknown", result: outcome.result)
         counts.withLock { $0[key, default: Recent()].add(at: now) }
         if Self.limitRules.contains(outcome.rule) { limited.withLock { $0[outcome.rule, default: 0] += 1 } }

@@ -45,6 +45,9 @@ public final class IssuerService: Sendable {
     /// The backends of `custom_token_issuers`.
     private let customIssuers: CustomTokenIssuers
     private let log: LogSink?
+    /// Where the OIDC discovery document is served (normalised), and the document itself (docs/issuer.md).
+    public let discoveryPath: String?
+    public let discoveryDocument: [UInt8]
 
     /// How long a device token is remembered as exchanged.
     static let deviceTokenMemory = 24.0 * 3600
@@ -85,6 +88,32 @@ public final class IssuerService: Sendable {
         self.deviceCheck = deviceCheck
         customIssuers = CustomTokenIssuers(settings.customTokenIssuers, jwks: jwks, clockSkew: clockSkew,
                                            log: log ?? LogSink(level: .error))
+        discoveryPath = IssuerPath.discoveryPath(issuerURL: settings.issuerURL, projectNumber: projectNumber)
+        discoveryDocument = Array(Self.discoveryJSON(settings, projectNumber: projectNumber).utf8)
+    }
+
+    /// `authorization_endpoint` of the discovery document. OpenID Connect Discovery 1.0 §3 marks it REQUIRED, but the
+    /// issuer is no OAuth 2.0 authorization server: tokens come from the exchange methods, called by the app's own
+    /// code. A URN names that honestly and can never be mistaken for a page to send a browser to (Kubernetes' service
+    /// account issuer publishes `urn:kubernetes:programmatic_authorization` for the same reason).
+    public static let authorizationEndpointURN = "urn:appcheck-gateway:programmatic_exchange"
+
+    /// The OIDC discovery document (OpenID Connect Discovery 1.0 §3) for tokens minted here: `issuer` is exactly
+    /// their `iss`; `jwks_uri` is `<issuer_url origin><base_path>/v1/jwks` (the base path, which may differ from the
+    /// issuer URL's path); every REQUIRED field, and the RECOMMENDED `claims_supported`. Keys in a fixed order.
+    static func discoveryJSON(_ settings: IssuerSettings, projectNumber: String) -> String {
+        let origin = IssuerURLParts(settings.issuerURL).origin
+        let fields: [(String, String)] = [
+            ("issuer", JSONText.quote(settings.tokenIssuer(projectNumber: projectNumber))),
+            ("jwks_uri", JSONText.quote(origin + settings.basePath + "/v1/jwks")),
+            ("authorization_endpoint", JSONText.quote(authorizationEndpointURN)),
+            ("response_types_supported", "[\"id_token\"]"),
+            ("subject_types_supported", "[\"public\"]"),
+            ("id_token_signing_alg_values_supported", "[\"RS256\"]"),
+            ("claims_supported", "[" + ["iss", "sub", "aud", "iat", "exp", "jti", "provider"].map(JSONText.quote)
+                .joined(separator: ",") + "]"),
+        ]
+        return "{" + fields.map { JSONText.quote($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
     }
 
     /// Starts fetching the custom-token backends' key sets.
@@ -143,6 +172,13 @@ public final class IssuerService: Sendable {
             }
             return IssuerOutcome(status: 200, body: keys.document, headers: [("Cache-Control", "public, max-age=3600")],
                                  appId: "", method: "jwks", result: "jwks", rule: "")
+        case .discovery:
+            guard httpMethod == "GET" || httpMethod == "HEAD" else {
+                return .failure(.notFound("discovery_not_get", "The discovery document is read with GET."), appId: "",
+                                method: "discovery")
+            }
+            return IssuerOutcome(status: 200, body: discoveryDocument, headers: [("Cache-Control", "public, max-age=3600")],
+                                 appId: "", method: "discovery", result: "discovery", rule: "")
         case let .unknown(rule):
             return .failure(.notFound(rule, "No such method."), appId: "", method: "unknown")
         case let .method(project, appId, method):

@@ -127,6 +127,22 @@ final class AppCheckStep {
         return context.keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
     }
 
+    /// With `app_check.jwks.url: none`, why a token whose `kid` no usable set holds is refused, judged by its (not yet
+    /// verified) `iss` (missing or not a string: `malformed`): an issuer no set in use vouches for — Firebase's above all — is `wrong_issuer`; the own issuer's,
+    /// or a trusted issuer's whose set is usable, is `unknown_kid`. Nil for a trusted issuer whose set is not usable
+    /// yet (or no longer): that is `jwks_unavailable`, as with Firebase's set in use.
+    private func refusalWithoutFirebase(_ parsed: ParsedToken, now: Double) -> AppCheckReason? {
+        let runtime = context.runtime
+        guard let iss = parsed.claims.issuer else { return .malformed }  // missing or not a string (§4.2)
+        if let own = runtime.ownIssuerPolicy, own.issuer == iss { return .unknownKid }
+        if let index = runtime.trustedIssuerPolicies.firstIndex(where: { $0.issuer == iss }) {
+            let trusted = context.trustedKeys
+            let usable = index < trusted.count && trusted[index]?.usable(at: now) == true
+            return usable ? .unknownKid : nil
+        }
+        return .wrongIssuer
+    }
+
     /// Not served from the cache: parse, pick the key set, verify the signature (waiting once for a key-set refetch
     /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
     private func verify(token: [UInt8], key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
@@ -142,6 +158,9 @@ final class AppCheckStep {
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
         guard let found = keySet(for: parsed.kid, now: now) else {
+            if runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now) {
+                return completion(refuse(route, reason, fingerprint: fingerprint))
+            }
             var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
             outcome.tokenSHA256 = fingerprint
             if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }

@@ -143,8 +143,11 @@ public final class GatewayServer: @unchecked Sendable {
             throw error
         }
         if settings.routes.contains(where: \.replayProtection) { try attachReplayStore(settings.replay, running: false) }
-        attachKeySet(settings.appCheck.jwks)
+        if !settings.appCheck.jwks.isNone { attachKeySet(settings.appCheck.jwks) }
         attachTrustedIssuers(settings.appCheck)
+        if settings.appCheck.jwks.isNone {
+            addNoFirebaseReadiness(ownIssuer: issuer != nil, trusted: settings.appCheck.trustedIssuers)
+        }
         for loop in loops {
             exited.enter()
             loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
@@ -263,6 +266,24 @@ public final class GatewayServer: @unchecked Sendable {
             t.sample("appcheck_jwks_keys", [], status.keyCount)
             t.family("appcheck_jwks_age_seconds", "gauge", "Seconds since the current key set was fetched.")
             t.sample("appcheck_jwks_age_seconds", [], status.ageSeconds ?? 0)
+        }
+    }
+
+    /// Readiness with `app_check.jwks.url: none` (docs/issuer.md, "App Check with no Google service at all"): Firebase's
+    /// key set is not in use, so it is neither fetched nor waited for. The gateway is ready when a key set in use can
+    /// verify route tokens: the own issuer's is local and always fresh (ready at once); with trusted issuers only,
+    /// once one of their sets is usable (one unreachable deployment must not take the others' tokens out of rotation).
+    /// Called after `attachTrustedIssuers`, which fills `trustedProviders`.
+    private func addNoFirebaseReadiness(ownIssuer: Bool, trusted: [TrustedIssuerSettings]) {
+        guard !ownIssuer else { return }
+        let providers = trustedProviders
+        addReadinessCheck {
+            let statuses = providers.map(\.status)
+            if statuses.contains(where: \.isReady) { return nil }
+            let each = zip(trusted, statuses).map { entry, status in
+                "\(entry.iss): \(status.lastError ?? "no usable key set yet")"
+            }
+            return "trusted_issuers: no key set usable (" + each.joined(separator: "; ") + ")"
         }
     }
 

@@ -32,6 +32,9 @@ final class Runtime: Sendable {
     /// The rules for tokens of each `app_check.trusted_issuers` entry (its `iss`), in configuration order.
     let trustedIssuerPolicies: [AppCheckPolicy]
     let outdatedClient: OutdatedClientMatcher?
+    /// `app_check.jwks.url: none`: Firebase's key set is not used; a token no set in use vouches for is refused as
+    /// `wrong_issuer` (docs/issuer.md, "App Check with no Google service at all").
+    let firebaseUnused: Bool
 
     init(settings: Settings, generation: Int) throws {
         self.settings = settings
@@ -43,11 +46,9 @@ final class Runtime: Sendable {
         bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)
         maxConnectionsPerAddress = settings.server.limits.maxConnectionsPerAddress
         policy = settings.appCheckPolicy
+        firebaseUnused = settings.appCheck.jwks.isNone
         trustedIssuerPolicies = settings.appCheck.trustedIssuers.map { settings.appCheckPolicy.withIssuer($0.iss) }
-        ownIssuerPolicy = settings.issuer.map { issuer in
-            settings.appCheckPolicy.withIssuer(issuer.tokenIssuer(projectNumber: settings.appCheck.projectNumber),
-                                               limitedUseMaxTTL: max(settings.appCheckPolicy.limitedUseMaxTTL, issuer.limitedUseTTL))
-        }
+        ownIssuerPolicy = settings.ownIssuerPolicy
         if let oc = settings.appCheck.outdatedClient {
             outdatedClient = OutdatedClientMatcher(headerLowercased: oc.header.lowercased(),
                                                    regex: try NSRegularExpression(pattern: oc.pattern))
