@@ -92,6 +92,19 @@ import TestSupport
         return count
     }
 
+    /// True when the gateway closes (EOF) or resets the connection within `timeout` seconds; bytes before are skipped.
+    static func closedByGateway(_ fd: Int32, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while Date() < deadline {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 50) > 0 else { continue }
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { return true }
+        }
+        return false
+    }
+
     /// `gateway_connections{state="open"}` from the admin listener's metrics.
     static func openConnections(_ h: GatewayHarness) -> Int {
         guard let m = try? RawHTTPClient.roundTrip(port: h.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText,
@@ -366,5 +379,39 @@ import TestSupport
         #expect(lines.count == 1, "\(lines)")
         #expect(lines.first.map { $0.contains("\"status\":499") && $0.contains("\"reason\":\"client_closed\"") } == true,
                 "\(lines)")
+    }
+
+    /// Reading paused: a request waits for its response while more than a head's worth of pipelined bytes is
+    /// buffered, so the gateway stops reading (the rest stays in the kernel). The end of the stream behind those
+    /// bytes is reported by epoll but can never be read: it is acted on at once all the same.
+    @Test func aHalfCloseWhileReadingIsPausedAbortsAtOnce() throws {
+        let hold = try HoldingUpstream()
+        defer { hold.stop() }
+        let pki = try Self.pki.get()
+        let h = try GatewayHarness {
+            GatewayHarness.config(
+                upstream: $0,
+                routes: "  - { name: hold, prefix: /hold/, upstream: hold, enforcement: off }",
+                server: "  tls:\n    listen: [\"127.0.0.1:0\"]\n    certificate: \(pki.cert)\n    private_key: \(pki.key)",
+                limits: ["max_header_bytes": "8KiB", "idle_timeout": "60s", "body_timeout": "60s"],
+                upstreamExtra: "  hold:\n    url: \(hold.server.url)\n    response_timeout: 60s")
+        }
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        // One request, then 40 KiB of a pipelined head: the gateway reads 16 KiB, starts the request and pauses.
+        try c.send(Array("GET /hold/paused HTTP/1.1\r\nHost: a\r\n\r\nGET /hold/next HTTP/1.1\r\nX-Pad: ".utf8)
+                   + [UInt8](repeating: UInt8(ascii: "a"), count: 40 * 1024))
+        let seen = Date().addingTimeInterval(3)
+        while Date() < seen && hold.requests < 1 { usleep(5_000) }
+        #expect(hold.requests == 1)
+        usleep(50_000)
+        Glibc.shutdown(c.fd, Int32(SHUT_WR))
+        // Closed with bytes unread, the gateway's kernel answers with a reset.
+        #expect(Self.closedByGateway(c.fd, timeout: 1), "the gateway kept the half-closed connection while its reading was paused")
+        let deadline = Date().addingTimeInterval(1)
+        while Date() < deadline && (hold.ended < 1 || Self.closeWaitCount(localPorts: [h.port]) != 0) { usleep(10_000) }
+        #expect(hold.ended == 1, "the upstream request was not aborted")
+        #expect(Self.closeWaitCount(localPorts: [h.port]) == 0)
+        #expect(Self.openConnections(h) == 0)
     }
 }
