@@ -83,7 +83,7 @@ import TestSupport
         let suffixes = ports.map { String(format: ":%04X", Int($0)) }
         var count = 0
         for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            let text = readProcFile(file)
             count += text.split(separator: "\n").dropFirst().filter { line in
                 let f = line.split(separator: " ")
                 return f.count > 3 && f[3] == "08" && suffixes.contains { f[1].hasSuffix($0) }
@@ -103,6 +103,22 @@ import TestSupport
             if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { return true }
         }
         return false
+    }
+
+    /// The whole of a /proc file. (`String(contentsOfFile:)` stops after the first 4 KiB of one: /proc/net/tcp is
+    /// system-wide and often far longer, so the lines looked for would be missed.)
+    static func readProcFile(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `gateway_connections{state="open"}` from the admin listener's metrics.
