@@ -186,6 +186,14 @@ public final class TLSStream {
 
     // MARK: state
 
+    /// The last `read` met the end of the peer's stream (`close_notify` or TCP EOF) after delivering bytes: the next
+    /// `read` reports `.eof` at once. A short read does not mean "wait for an edge" then: a `close_notify` without
+    /// a TCP FIN brings none.
+    public var endOfStreamPending: Bool {
+        if case .eof? = deferredReadResult { return true }
+        return false
+    }
+
     /// Decrypted bytes buffered inside OpenSSL (`SSL_pending`): readable now, without any new epoll edge.
     public var pendingBytes: Int { Int(SSL_pending(ssl)) }
 

@@ -19,6 +19,14 @@ public enum Transport {
         }
     }
 
+    /// A read already met the end of the peer's stream and the next one returns `.eof` (TLS only: OpenSSL saw
+    /// `close_notify` or EOF behind the bytes it returned). Read again instead of waiting for an epoll edge.
+    @inline(__always)
+    public var endOfStreamPending: Bool {
+        if case .tls(let stream) = self { return stream.endOfStreamPending }
+        return false
+    }
+
     /// Writes what `buffer` holds to `fd` (through TLS when set), consuming what was written.
     @inline(__always)
     public func write(_ fd: Int32, from buffer: IOBuffer) -> IOResult {

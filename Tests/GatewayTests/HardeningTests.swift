@@ -242,7 +242,7 @@ import TestSupport
 
     /// Sockets of this process in CLOSE-WAIT whose local port is `port` (from /proc/net/tcp).
     static func closeWaitCount(localPort port: UInt16) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return -1 }
+        let text = HalfCloseTests.readProcFile("/proc/net/tcp")
         let hexPort = String(format: ":%04X", Int(port))
         return text.split(separator: "\n").dropFirst().filter { line in
             let f = line.split(separator: " ")

@@ -35,8 +35,9 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private(set) var phase = Phase.head
     private var readPaused = false
     private var readPending = false
-    private var inputClosed = false
-    private var peerHungUp = false
+    /// epoll reported the end of the client's stream (RDHUP, HUP or ERR). Edge-triggered: it is reported once, so it
+    /// is kept (and handed to HTTP/2 with the socket); bytes before the end may still be unread.
+    private(set) var peerHungUp = false
     private var processing = false
     private var requestsSeen = 0
     private var closeAfterResponse = false
@@ -82,7 +83,12 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     func handleEvent(_ events: UInt32) {
         if phase == .closed { return }
-        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
+        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
+            peerHungUp = true
+            // Reading is paused only while a request is under way (its body held back, or pipelined bytes waiting
+            // for its response): what is still unread cannot change the outcome, the client is gone.
+            if readPaused { clientGone(); return }
+        }
         if case .tls(let stream) = transport {
             // A TLS record may need the other direction (a read that must write, a write that must read):
             // on any event, try both.
@@ -145,24 +151,24 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         readPending = false
         borrowScratch()
         defer { returnScratch() }
-        while phase != .closed && !readPaused && !inputClosed {
+        while phase != .closed && !readPaused {
             switch transportRead(max: Self.readSize) {
             case .processed(let n):
                 processInput()
                 // Short read = drained, unless the peer closed too: the EOF gets no edge of its own.
-                if n < Self.readSize && !peerHungUp { return }
+                if n < Self.readSize && !peerHungUp && !transport.endOfStreamPending { return }
             case .wouldBlock:
                 return
-            case .eof:
-                inputClosed = true
-                inputEnded()
-                return
-            case .error:
-                abort()
+            case .eof, .error:
+                clientGone()
                 return
             }
         }
-        if readPaused { readPending = true }
+        if readPaused {
+            // Paused by what was just read, with the end of the stream already known: no edge will come again.
+            if peerHungUp || transport.endOfStreamPending { clientGone(); return }
+            readPending = true
+        }
     }
 
     /// Reads go into the loop's scratch buffer when nothing is pending (into a buffer of the connection's own when
@@ -205,21 +211,13 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if phase != .closed && !readPaused { readFromSocket() }
     }
 
-    private func inputEnded() {
-        switch phase {
-        case .head:
-            // A partial head is abandoned; an empty one is a normal close.
-            close()
-        case .body:
-            // The client went away mid-body: the request can never be completed.
-            abort()
-        case .busy:
-            // Half-close after a complete request (RFC 9112 §9.6): still answer it, then close.
-            if exchange?.bodyEnded ?? true { closeAfterResponse = true } else { abort() }
-        case .closed:
-            break
-        }
-    }
+    /// The client is gone: its byte stream ended (a read returned EOF, a TLS `close_notify`, or the end was reported
+    /// while reading is paused) or its connection failed. One policy, nginx's default (`proxy_ignore_client_abort
+    /// off`, docs/behaviour.md): the connection closes now. Between requests that is an ordinary close and a partial
+    /// head is abandoned; a request under way (body incomplete, response pending or still being written) is aborted:
+    /// its upstream connection is closed, not pooled, and it is logged with 499 and `client_closed`. A half-closed
+    /// connection never waits for a response (no CLOSE-WAIT).
+    private func clientGone() { close(.clientClosed) }
 
     // MARK: input
 
@@ -492,7 +490,6 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         timeouts.awaitNextRequest(now: context.loop.now)
         syncTimer()
         if readPaused { resumeReading() } else { processInput() }
-        if phase == .head && inputClosed && inBuf.isEmpty { close() }
     }
 
     // MARK: output
@@ -504,7 +501,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             switch transportWrite() {
             case .processed, .wouldBlock: break
             case .eof, .error:
-                abort()
+                clientGone()
                 return
             }
         }
@@ -577,14 +574,14 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// Closes at once, dropping anything in flight.
     func abort() { close() }
 
-    func close() {
+    func close(_ cause: Exchange.Cancellation = .connectionClosed) {
         guard phase != .closed else { return }
         phase = .closed
         timeouts.closed()
         context.loop.cancel(timer)
         if let ex = exchange {
             exchange = nil
-            ex.cancel()
+            ex.cancel(cause)
         }
         context.loop.deregister(fd)
         if case .tls(let stream) = transport, !handshaking { stream.shutdown() }

@@ -45,7 +45,17 @@ final class Exchange: UpstreamOwner {
     private(set) var headSent = false
     private(set) var finished = false
 
-    enum Stage { case admitting, forwarding, builtinBody, builtinWaiting, answered }
+    /// `clientClosed`: cancelled because the client went away (the end of its byte stream, or its connection
+    /// failed); logged with `outcome` and `reason` `client_closed`.
+    enum Stage { case admitting, forwarding, builtinBody, builtinWaiting, answered, clientClosed }
+
+    /// Why an exchange is cancelled before it finished.
+    enum Cancellation {
+        /// The client went away: the end of its byte stream (EOF, a TLS `close_notify`) or a failed read or write.
+        case clientClosed
+        /// The gateway closed the connection (a timeout cutting a response, a protocol error, shutdown).
+        case connectionClosed
+    }
     private(set) var stage = Stage.admitting
 
     /// Not retained (a retain per request of a connection that has a side table is measurable): every adapter
@@ -291,7 +301,7 @@ final class Exchange: UpstreamOwner {
             }
             builtinBody.append(contentsOf: bytes)
             return true
-        case .builtinWaiting, .answered:
+        case .builtinWaiting, .answered, .clientClosed:
             return true
         }
     }
@@ -310,7 +320,7 @@ final class Exchange: UpstreamOwner {
             if let up = upstream { finishRequestBody(up) }
         case .builtinBody:
             runBuiltin()
-        case .admitting, .builtinWaiting, .answered:
+        case .admitting, .builtinWaiting, .answered, .clientClosed:
             break
         }
     }
@@ -332,15 +342,16 @@ final class Exchange: UpstreamOwner {
                      reason: error.reason, close: true)
     }
 
-    /// The client went away (connection closed, stream reset): nothing more is sent; the request is logged with
-    /// status 499 (nginx's "client closed request") unless a response was already chosen.
-    func cancel() {
+    /// The connection went away under the exchange (client gone, stream reset, connection closed): nothing more is
+    /// sent, the upstream connection is closed (never pooled), and the request is logged with status 499 (nginx's
+    /// "client closed request") unless a response was already chosen; `.clientClosed` also logs `client_closed`.
+    func cancel(_ cause: Cancellation = .connectionClosed) {
         upstream?.abandon()
         upstream = nil
         responder = nil
         guard !finished else { return }
         finished = true
-        stage = .answered
+        stage = cause == .clientClosed ? .clientClosed : .answered
         releaseBuiltinBody()
         if status == 0 { status = 499 }
         context.record(self)

@@ -28,6 +28,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     let outBuf = IOBuffer(capacity: 16 * 1024)
     private(set) var streams: [Int32: H2StreamExchange] = [:]
     private(set) var closed = false
+    /// epoll reported the end of the client's stream (RDHUP, HUP or ERR); bytes before it may still be unread.
     private var peerHungUp = false
     /// True while nghttp2 is delivering callbacks: frames are queued then, and flushed after.
     private var inReceive = false
@@ -65,8 +66,10 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         }
     }
 
-    /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake).
-    func start(initial: UnsafeRawBufferPointer) {
+    /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake). `peerHungUp`: the
+    /// HTTP/1.1 connection was already told the client's stream ended (an edge is reported once, so it is passed on).
+    func start(initial: UnsafeRawBufferPointer, peerHungUp: Bool) {
+        self.peerHungUp = peerHungUp
         armIdle()
         if initial.count > 0 { feed(initial) }
         if !closed { readFromSocket() }
@@ -102,11 +105,12 @@ final class H2Connection: EventHandler, H2SessionDelegate {
             case .processed(let n):
                 feed(inBuf.readable)
                 inBuf.clear()
-                if n < Self.readSize && !peerHungUp { return }
+                // Short read = drained, unless the stream's end is known: it gets no edge of its own.
+                if n < Self.readSize && !peerHungUp && !transport.endOfStreamPending { return }
             case .wouldBlock:
                 return
             case .eof, .error:
-                close()
+                clientGone()
                 return
             }
         }
@@ -141,7 +145,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
             case .wouldBlock:
                 return
             case .eof, .error:
-                close()
+                clientGone()
                 return
             }
         }
@@ -328,12 +332,17 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     func abort() { close() }
 
-    func close() {
+    /// The client is gone: the end of its byte stream (EOF, a TLS `close_notify`, a half-close included) or a failed
+    /// read or write ends the connection and all its streams at once (SPEC §6): every stream's upstream request is
+    /// cancelled (its connection closed, not pooled), each logged with 499 and `client_closed`, and the slot is freed.
+    private func clientGone() { close(.clientClosed) }
+
+    func close(_ cause: Exchange.Cancellation = .connectionClosed) {
         guard !closed else { return }
         closed = true
         let open = streams
         streams.removeAll()
-        for s in open.values { s.cancelled() }
+        for s in open.values { s.cancelled(cause) }
         session.close()
         syncBuffered()
         capPaused.removeAll()

@@ -162,8 +162,8 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     /// The client reset the stream or the connection went away.
-    func cancelled() {
+    func cancelled(_ cause: Exchange.Cancellation = .connectionClosed) {
         stopBodyTimer()
-        exchange?.cancel()
+        exchange?.cancel(cause)
     }
 }

@@ -296,8 +296,14 @@ final class LoopContext {
             line.field("upstream_ms", raw: "null")
         }
         let ac = ex.appCheck
-        line.field("outcome", ex.appCheckRan ? ac.outcome : nil)
-        line.field("reason", ac.reason)
+        if ex.stage == .clientClosed {
+            // The log line only: metrics and the dashboard keep the App Check category.
+            line.field("outcome", "client_closed")
+            line.field("reason", "client_closed")
+        } else {
+            line.field("outcome", ex.appCheckRan ? ac.outcome : nil)
+            line.field("reason", ac.reason)
+        }
         line.field("app_id", ac.appId)
         let app: String
         switch ac.status {

@@ -155,7 +155,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         h2Connections[ObjectIdentifier(h2)] = h2
         loop.replaceHandler(conn.fd, h2)
         if context.draining { h2.drain() }
-        h2.start(initial: initial)
+        h2.start(initial: initial, peerHungUp: conn.peerHungUp)
     }
 
     func h2ConnectionClosed(_ conn: H2Connection) {
