@@ -264,6 +264,12 @@ import TestSupport
         try await Self.exercise(state)
         try await Self.exerciseCounterWindow(state)
         try await Self.exerciseChallengeCaps(state)
+        // Two outstanding challenges with an hour to live (Redis expires them in real time, so the ones above,
+        // with 10 s, may be gone on a loaded machine by the time the store is reopened).
+        for n in UInt8(40)...41 {
+            #expect(try await state.putChallenge([0xCA, n], appId: Self.app, address: "192.0.2.99", now: 100,
+                                                 expiresAt: 3700, maxPerAddress: 2) == .stored)
+        }
         state.close()
         let reopened = try Self.redisState(server)
         defer { reopened.close() }
@@ -271,8 +277,8 @@ import TestSupport
                 "keys, counters and windows are in Redis")
         #expect(try await reopened.acceptCounter(Self.key(8).keyId, appId: Self.app, counter: 101) == .repeated)
         #expect(try await reopened.consumeOnce([5], expiresAt: 400, now: 250) == false, "used inputs are in Redis")
-        #expect(try await reopened.putChallenge([0xCA, 11], appId: Self.app, address: "192.0.2.1", now: 110.5,
-                                                expiresAt: 120, maxPerAddress: 2) == .addressFull,
+        #expect(try await reopened.putChallenge([0xCA, 42], appId: Self.app, address: "192.0.2.99", now: 101,
+                                                expiresAt: 3700, maxPerAddress: 2) == .addressFull,
                 "outstanding challenges per address are in Redis")
         // A key stored before the window existed (no `win` field) reads and accepts as an empty window.
         let k = Self.key(9)
