@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// A growable byte buffer with a reader and a writer index over one allocation (like NIO's `ByteBuffer`,
 /// but a final class so a connection reuses one for its whole life without copy-on-write checks).
@@ -23,7 +24,12 @@ public final class IOBuffer {
         }
     }
 
-    deinit { if capacity > 0 { free(base) } }
+    deinit { if capacity > 0 { Self.deallocate(base, capacity) } }
+
+    /// Bytes of storage every `IOBuffer` of the process holds now (`gateway_buffer_bytes{kind="io"}`): what the
+    /// gateway itself keeps in connection buffers, so an operator can tell a leak from the allocator's fragmentation.
+    public static var heldBytes: Int { held.load(ordering: .relaxed) }
+    private static let held = Atomic<Int>(0)
 
     /// Storage comes from `malloc` (16-byte aligned on every platform we build for): Swift's
     /// `UnsafeMutableRawPointer.allocate` always takes the runtime's aligned path (`posix_memalign`), several
@@ -31,7 +37,14 @@ public final class IOBuffer {
     @inline(__always)
     private static func allocate(_ count: Int) -> UnsafeMutableRawPointer {
         guard let pointer = malloc(count) else { fatalError("IOBuffer: out of memory allocating \(count) bytes") }
+        held.add(count, ordering: .relaxed)
         return pointer
+    }
+
+    @inline(__always)
+    private static func deallocate(_ pointer: UnsafeMutableRawPointer, _ count: Int) {
+        free(pointer)
+        held.subtract(count, ordering: .relaxed)
     }
 
     /// What `base` points at while the buffer owns no storage (capacity 0): never read or written through.
@@ -87,7 +100,7 @@ public final class IOBuffer {
         while newCapacity - writerIndex < count { newCapacity *= 2 }
         let newBase = Self.allocate(newCapacity)
         if writerIndex > 0 { newBase.copyMemory(from: base, byteCount: writerIndex) }
-        if capacity > 0 { free(base) }
+        if capacity > 0 { Self.deallocate(base, capacity) }
         base = newBase
         capacity = newCapacity
     }
@@ -101,7 +114,7 @@ public final class IOBuffer {
     /// nothing while bytes are unread.
     public func release() {
         guard isEmpty, capacity > 0 else { return }
-        free(base)
+        Self.deallocate(base, capacity)
         capacity = 0
         base = Self.noStorage
         readerIndex = 0
@@ -111,7 +124,7 @@ public final class IOBuffer {
     /// Releases a large allocation once the buffer is empty, so idle connections stay small.
     public func shrinkIfIdle(to target: Int) {
         guard isEmpty, capacity > target * 4 else { return }
-        free(base)
+        Self.deallocate(base, capacity)
         capacity = max(64, target)
         base = Self.allocate(capacity)
         readerIndex = 0

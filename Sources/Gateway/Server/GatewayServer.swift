@@ -88,6 +88,11 @@ public final class GatewayServer: @unchecked Sendable {
             t.family("gateway_builtin_buffered_body_bytes", "gauge",
                      "Request bodies the issuer holds while it reads them (bounded: 32 MiB in all; past it 503).")
             t.sample("gateway_builtin_buffered_body_bytes", [], shared.builtinBodyBytes.current)
+            t.family("gateway_buffer_bytes", "gauge",
+                     "Bytes the gateway itself holds in buffers, by kind: connection I/O buffers, HTTP/2 response buffers, built-in request bodies. Compare with RSS to tell a leak from allocator fragmentation.")
+            t.sample("gateway_buffer_bytes", [("kind", "io")], IOBuffer.heldBytes)
+            t.sample("gateway_buffer_bytes", [("kind", "h2_response")], shared.h2BufferedResponseBytes.load(ordering: .relaxed))
+            t.sample("gateway_buffer_bytes", [("kind", "builtin_body")], shared.builtinBodyBytes.current)
         }
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {
