@@ -56,8 +56,9 @@ fuzz-smoke: deps-build
 	Fuzz/smoke.sh
 
 # Builds the image from the Dockerfile, runs it (non-root, probes, HEALTHCHECK, a verified and a refused
-# request, SIGTERM) and brings Config/compose.yaml up (two replicas, one Redis). Docker or Podman; see the
-# script's header for machines without a registry.
+# request, SIGTERM), brings Config/compose.yaml up (two replicas, one Redis), and plays deploy/kubernetes/ with
+# `podman kube play` (the same single-use check). Docker or Podman; see the script's header for machines without
+# a registry.
 container-test:
 	.ci/container-test
 
