@@ -38,3 +38,39 @@ final class BufferGauge: Sendable {
         return total < trimLowWater && wasHigh.load(ordering: .relaxed) && wasHigh.exchange(false, ordering: .relaxed)
     }
 }
+
+/// Memory comes back after any burst (SPEC §6; issue 25): glibc keeps freed memory in its arenas, so after a flood of
+/// connections or buffered bytes RSS would stay at its peak. The process's peaks are sampled where connections come
+/// and go (never per request): once the bytes the gateway holds in buffers (`gateway_buffer_bytes`) have been at
+/// least `minimumBufferPeak` and are down to an eighth of their peak, or open connections have been at least
+/// `minimumConnectionPeak` and are down to an eighth, the heap is trimmed once (a second later, on the loop that
+/// noticed) and the peaks start over.
+final class MemoryReclaimer: Sendable {
+    static let minimumBufferPeak = 8 << 20
+    static let minimumConnectionPeak = 512
+    private let bufferPeak = Atomic<Int>(0)
+    private let connectionPeak = Atomic<Int>(0)
+
+    /// A burst is under way or has not been trimmed yet: its peaks reached the minimums.
+    var elevated: Bool {
+        bufferPeak.load(ordering: .relaxed) >= Self.minimumBufferPeak
+            || connectionPeak.load(ordering: .relaxed) >= Self.minimumConnectionPeak
+    }
+
+    /// Samples the current figures; true when the heap should be trimmed now (true once per burst).
+    func sample(bufferBytes: Int, connections: Int) -> Bool {
+        let buffers = bufferPeak.load(ordering: .relaxed)
+        if bufferBytes > buffers { bufferPeak.store(bufferBytes, ordering: .relaxed) }
+        let conns = connectionPeak.load(ordering: .relaxed)
+        if connections > conns { connectionPeak.store(connections, ordering: .relaxed) }
+        let buffersFell = buffers >= Self.minimumBufferPeak && bufferBytes <= buffers / 8
+        let connectionsFell = conns >= Self.minimumConnectionPeak && connections <= conns / 8
+        guard buffersFell || connectionsFell else { return false }
+        // One caller wins the trim; the peaks start over from now.
+        guard bufferPeak.compareExchange(expected: buffers, desired: bufferBytes, ordering: .relaxed).exchanged else {
+            return false
+        }
+        connectionPeak.store(connections, ordering: .relaxed)
+        return true
+    }
+}

@@ -23,6 +23,11 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// line was written (monotonic ns; 0 = never): at most one line per second per loop.
     private var perAddressRefusedUnlogged = 0
     private var perAddressLoggedAt: UInt64 = 0
+    /// Samples memory again a second later while a burst's peak is high (`MemoryReclaimer`), so the trim does not
+    /// depend on which close came last.
+    private lazy var reclaimTimer = LoopTimer { [unowned self] in
+        self.sampleMemory(connections: self.shared.openConnections.load(ordering: .relaxed))
+    }
 
     init(loop: EventLoop, runtime: Runtime, shared: SharedState, logSink: LogSink) {
         self.shared = shared
@@ -88,11 +93,13 @@ final class Worker: @unchecked Sendable, ConnectionTable {
             return
         }
         let limit = runtime.settings.server.limits.maxConnections
-        if shared.openConnections.add(1, ordering: .relaxed).newValue > limit {
+        let open = shared.openConnections.add(1, ordering: .relaxed).newValue
+        if open > limit {
             release(peer)
             refuseOverloaded(fd)
             return
         }
+        sampleMemory(connections: open)
         Socket.setNoDelay(fd)
         var transport = Transport.plain
         if secure {
@@ -116,8 +123,20 @@ final class Worker: @unchecked Sendable, ConnectionTable {
 
     /// Gives back what an accepted connection from `peer` held: its `max_connections` slot and its address's.
     private func release(_ peer: SocketAddress) {
-        shared.openConnections.subtract(1, ordering: .relaxed)
+        let open = shared.openConnections.subtract(1, ordering: .relaxed).newValue
         shared.connectionsPerAddress.release(ConnectionAddressKey(peer))
+        sampleMemory(connections: open)
+    }
+
+    /// Feeds `SharedState.reclaimer` where connections come and go; trims the heap after a burst.
+    private func sampleMemory(connections: Int) {
+        let buffers = IOBuffer.heldBytes + shared.h2BufferedResponseBytes.load(ordering: .relaxed)
+            + shared.builtinBodyBytes.current
+        if shared.reclaimer.sample(bufferBytes: buffers, connections: connections) {
+            context.scheduleMemoryTrim()
+        } else if shared.reclaimer.elevated, !reclaimTimer.isArmed {
+            loop.schedule(reclaimTimer, at: loop.now + 1_000_000_000)
+        }
     }
 
     /// Counts a connection closed over `max_connections_per_address`; logs at most once per second on this loop,
@@ -223,6 +242,8 @@ final class SharedState: Sendable {
     /// Request bodies built-in handlers (the issuer) hold in the process (`gateway_builtin_buffered_body_bytes`):
     /// past `BuiltinBodyBudget.limit`, new such requests are answered 503 at once (docs/issuer.md, Limits).
     let builtinBodyBytes = BufferGauge(limit: BuiltinBodyBudget.limit, trimHighWater: 4 << 20)
+    /// Trims the heap after a burst of connections or buffered bytes (`MemoryReclaimer`).
+    let reclaimer = MemoryReclaimer()
 }
 
 import JSONLog
