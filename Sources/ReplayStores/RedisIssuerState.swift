@@ -252,8 +252,14 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     }
 
     /// Milliseconds until `expiresAt` from `now`, at least 1 s (Redis only cleans up; expiry is judged on read).
+    /// How long Redis keeps a key past its expiry. Every decision compares expiry times itself (a challenge's
+    /// `expires_at`, a member's score, a used input's value), so Redis's own expiry is only garbage collection: the
+    /// grace keeps a key from vanishing early for an instance whose clock runs a little behind, or a caller slowed
+    /// down between two steps.
+    static let expiryGraceMilliseconds = 60_000
+
     private func ttl(_ expiresAt: Double, _ now: Double) -> String {
-        String(max(1000, Int(((expiresAt - now) * 1000).rounded(.up))))
+        String(max(1000, Int(((expiresAt - now) * 1000).rounded(.up))) + Self.expiryGraceMilliseconds)
     }
 
     private func run(_ args: [String], _ routingKey: String) async throws(IssuerStateError) -> RESP.Value {
