@@ -19,7 +19,7 @@ import TestSupport
         let gateway: GatewayHarness
         let dir: URL
 
-        init(perSecond: Int = 200, perAddress: Int = 20) throws {
+        init(perSecond: Int = 200, perAddress: Int = 20, trustedProxies: String = "[]") throws {
             dir = FileManager.default.temporaryDirectory.appendingPathComponent("issuer-abuse-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             let keyPath = dir.appendingPathComponent("sign.pem").path
@@ -30,7 +30,7 @@ import TestSupport
                     prefix: /
                     upstream: api
                     enforcement: off
-                """, limits: ["body_timeout": "30s"], appCheck: """
+                """, server: "  trusted_proxies: \(trustedProxies)", limits: ["body_timeout": "30s"], appCheck: """
                   jwks: { url: "http://127.0.0.1:9/jwks" }
                 """, top: """
                 issuer:
@@ -52,15 +52,16 @@ import TestSupport
             try? FileManager.default.removeItem(at: dir)
         }
 
-        static func debugRequest(app: String, secret: String) -> String {
+        static func debugRequest(app: String, secret: String, forwardedFor: String? = nil) -> String {
             let body = #"{"debug_token":"\#(secret)"}"#
-            return "POST /appcheck/v1/projects/123456789012/apps/\(app):exchangeDebugToken HTTP/1.1\r\nHost: gw\r\n"
+            let xff = forwardedFor.map { "X-Forwarded-For: \($0)\r\n" } ?? ""
+            return "POST /appcheck/v1/projects/123456789012/apps/\(app):exchangeDebugToken HTTP/1.1\r\nHost: gw\r\n\(xff)"
                 + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
         }
 
-        func debug(app: String, secret: String, from source: String) throws -> TestResponse {
-            try RawHTTPClient.roundTrip(port: gateway.port, Self.debugRequest(app: app, secret: secret), method: "POST",
-                                        timeout: 10, source: source)
+        func debug(app: String, secret: String, from source: String, forwardedFor: String? = nil) throws -> TestResponse {
+            try RawHTTPClient.roundTrip(port: gateway.port, Self.debugRequest(app: app, secret: secret, forwardedFor: forwardedFor),
+                                        method: "POST", timeout: 10, source: source)
         }
 
         /// The status line of a debug exchange, read raw.
@@ -195,5 +196,26 @@ import TestSupport
         let at = try RawHTTPClient(port: rig.gateway.port, timeout: 1)
         try at.send("POST \(path) HTTP/1.1\r\nHost: gw\r\nContent-Length: 65536\r\n\r\n")
         #expect(at.readRaw(timeout: 0.5).isEmpty, "a body within the limit is waited for")
+    }
+
+    /// Behind a trusted proxy the client is the last `X-Forwarded-For` hop (the address the proxy saw), so the limits
+    /// fall on the client behind it and not on the proxy; from an untrusted peer the header is ignored.
+    @Test func behindATrustedProxyTheForwardedClientIsLimited() throws {
+        let rig = try Rig(trustedProxies: "[\"127.0.0.1/32\"]")
+        defer { rig.stop() }
+        for i in 0..<10 {
+            let r = try rig.debug(app: Self.appA, secret: "wrong-guess-\(i)-0123456789abcdef", from: "127.0.0.1",
+                                  forwardedFor: "198.51.100.1, 203.0.113.7")
+            #expect(r.status == 403)
+        }
+        #expect(try rig.debug(app: Self.appA, secret: Self.secretA, from: "127.0.0.1", forwardedFor: "203.0.113.7").status == 429,
+                "the forwarded client used up its guesses")
+        #expect(try rig.debug(app: Self.appA, secret: Self.secretA, from: "127.0.0.1", forwardedFor: "203.0.113.8").status == 200,
+                "another client behind the same proxy is not held back")
+        // 127.0.0.2 is no trusted proxy: its X-Forwarded-For is not believed, and it is limited as itself.
+        for i in 0..<10 {
+            _ = try rig.debug(app: Self.appA, secret: "wrong-\(i)-0123456789abcdefgh", from: "127.0.0.2", forwardedFor: "203.0.113.9")
+        }
+        #expect(try rig.debug(app: Self.appA, secret: Self.secretA, from: "127.0.0.2", forwardedFor: "203.0.113.10").status == 429)
     }
 }
