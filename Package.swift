@@ -10,6 +10,8 @@ let package = Package(
     name: "appcheck-gateway",
     products: [
         .executable(name: "appcheck-gateway", targets: ["appcheck-gateway"]),
+        // Development benchmarks (Benchmarks/issuer-latency.sh); not shipped.
+        .executable(name: "appcheck-gateway-bench", targets: ["appcheck-gateway-bench"]),
         // Library products: the codecs, verifiers and the config loader that Fuzz/ links its libFuzzer targets
         // against (see docs/architecture.md).
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
@@ -62,6 +64,10 @@ let package = Package(
         ]),
         .executableTarget(name: "appcheck-gateway", dependencies: [
             "GatewayTools", "Gateway", "GatewayConfig", "Issuer", "AppCheck", "KeySets", "JSONLog",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "appcheck-gateway-bench", dependencies: [
+            "GatewayTools", "Gateway", "GatewayConfig", "AppCheck", "AppAttest", "AppAttestSimulator", "JSONLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
