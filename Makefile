@@ -23,6 +23,7 @@ build: deps-build
 
 release: deps-build
 	$(SWIFT) build -c release --product appcheck-gateway
+	$(SWIFT) build -c release --product appcheck-gateway-bench
 
 demo: build
 	.build/debug/appcheck-gateway demo

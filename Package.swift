@@ -10,12 +10,15 @@ let package = Package(
     name: "appcheck-gateway",
     products: [
         .executable(name: "appcheck-gateway", targets: ["appcheck-gateway"]),
-        // Library products: the codecs and verifiers (and the config loader, through Gateway) that Fuzz/ links its
-        // libFuzzer targets against (see docs/architecture.md).
+        // Development benchmarks (Benchmarks/issuer-latency.sh); not shipped.
+        .executable(name: "appcheck-gateway-bench", targets: ["appcheck-gateway-bench"]),
+        // Library products: the codecs, verifiers and the config loader that Fuzz/ links its libFuzzer targets
+        // against (see docs/architecture.md).
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "AppCheck", targets: ["AppCheck"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .library(name: "GatewayConfig", targets: ["GatewayConfig"]),
         .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
@@ -41,33 +44,48 @@ let package = Package(
         .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]),
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
+        // The configuration (YAML -> validated Settings) is below everything that reads settings; the issuer and
+        // the dashboard are below the proxy, which serves them (docs/architecture.md).
+        .target(name: "GatewayConfig", dependencies: [
+            "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "COpenSSL", "Yams",
+        ], swiftSettings: hotPath),
+        .target(name: "Issuer", dependencies: [
+            "GatewayConfig", "HTTPWire", "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores",
+        ], swiftSettings: hotPath),
+        .target(name: "Dashboard", dependencies: ["GatewayConfig", "JSONLog", "KeySets", "ReplayStores"],
+                swiftSettings: hotPath),
         .target(name: "Gateway", dependencies: [
-            "EventLoop", "HTTPWire", "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "CSystemShims",
-            "COpenSSL", "Yams",
+            "GatewayConfig", "Issuer", "Dashboard", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "KeySets",
+            "ReplayStores", "CSystemShims",
         ], swiftSettings: hotPath),
         .target(name: "GatewayTools", dependencies: [
-            "Gateway", "EventLoop", "HTTPWire", "AppCheck", "AppAttest", "AppAttestSimulator", "JSONLog", "COpenSSL",
+            "GatewayConfig", "Issuer", "EventLoop", "HTTPWire", "AppCheck", "AppAttest", "AppAttestSimulator", "JSONLog",
+            "COpenSSL",
         ]),
         .executableTarget(name: "appcheck-gateway", dependencies: [
-            "GatewayTools", "Gateway", "AppCheck", "KeySets", "JSONLog",
+            "GatewayTools", "Gateway", "GatewayConfig", "Issuer", "AppCheck", "KeySets", "JSONLog",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "appcheck-gateway-bench", dependencies: [
+            "GatewayTools", "Gateway", "GatewayConfig", "AppCheck", "AppAttest", "AppAttestSimulator", "JSONLog",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // Tests; helpers shared by test targets live in TestSupport.
         .target(name: "TestSupport", dependencies: [
-            "Gateway", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "ReplayStores", "AppAttest",
+            "Gateway", "GatewayConfig", "GatewayTools", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "ReplayStores", "AppAttest",
             "AppAttestSimulator",
         ]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
-        .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
+        .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire", "CNghttp2"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),
         .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),
         .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: [
-            "Gateway", "GatewayTools", "KeySets", "ReplayStores", "JSONLog", "TestSupport", "AppCheck", "AppAttest",
-            "EventLoop", "HTTPWire",
+            "Gateway", "GatewayConfig", "Issuer", "Dashboard", "GatewayTools", "KeySets", "ReplayStores", "JSONLog",
+            "TestSupport", "AppCheck", "AppAttest", "AppAttestSimulator", "EventLoop", "HTTPWire",
         ]),
         .testTarget(name: "GatewayToolsTests", dependencies: ["GatewayTools", "Gateway", "TestSupport", "EventLoop"]),
     ],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in Fuzz/Targets/ into Fuzz/out/<target>: the library products (HTTPWire,
-# AppCheck, AppAttest, Gateway and what they depend on) compiled by SwiftPM with coverage and AddressSanitizer into
+# AppCheck, AppAttest, GatewayConfig: the Gateway target and what it depends on) compiled by SwiftPM with coverage and AddressSanitizer into
 # .build/fuzz, then each target linked against their objects with `swiftc -sanitize=fuzzer,address` (libFuzzer
 # ships with Swift on Linux). Usage: Fuzz/build.sh [TARGET…] (default: all). Incremental: a second run only
 # recompiles what changed.

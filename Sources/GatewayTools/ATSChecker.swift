@@ -1,7 +1,7 @@
 import COpenSSL
 import EventLoop
 import Foundation
-import Gateway
+import GatewayConfig
 import Glibc
 
 /// What `ats-check` connects to.

@@ -1,6 +1,6 @@
 import AppCheck
 import Foundation
-import Gateway
+import GatewayConfig
 
 /// Key files for the local issuer (`keygen`, `mint`, the demo and tests): a PKCS#8 PEM private key and a
 /// JWKS holding its public half.

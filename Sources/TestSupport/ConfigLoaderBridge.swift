@@ -1,4 +1,5 @@
 import Gateway
+import GatewayConfig
 
 /// Loads a config file or throws its errors (for tests that reload a running server).
 public enum ConfigLoaderBridge {

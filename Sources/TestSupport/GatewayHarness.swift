@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import Gateway
+import GatewayConfig
 import GatewayTools
 import JSONLog
 

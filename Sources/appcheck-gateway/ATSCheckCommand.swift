@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Gateway
 import GatewayTools
 
 /// `appcheck-gateway ats-check HOST:PORT`: audits a live TLS endpoint against App Transport Security (docs/behaviour.md, TLS).

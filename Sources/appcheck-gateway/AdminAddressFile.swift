@@ -1,6 +1,5 @@
 import JSONLog
 import Foundation
-import Gateway
 
 /// The file through which `serve` tells `healthcheck` where its admin listener is bound: the path in
 /// `$APPCHECK_GATEWAY_ADMIN_FILE` (the container image sets it; unset, nothing is written). A container health

@@ -2,6 +2,7 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import GatewayConfig
 import GatewayTools
 import JSONLog
 
@@ -12,7 +13,7 @@ struct AppCheckGatewayCommand: ParsableCommand {
         abstract: "A reverse proxy that verifies Firebase App Check tokens before forwarding requests.",
         version: GatewayVersion.string,
         subcommands: [Serve.self, CheckConfig.self, Demo.self, Keygen.self, Mint.self, Verify.self, Healthcheck.self,
-                      ATSCheck.self, BenchIssuer.self],
+                      ATSCheck.self],
         defaultSubcommand: Serve.self
     )
 }

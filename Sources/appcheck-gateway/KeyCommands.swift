@@ -1,7 +1,6 @@
 import AppCheck
 import ArgumentParser
 import Foundation
-import Gateway
 import GatewayTools
 
 struct Keygen: ParsableCommand {

@@ -1,7 +1,8 @@
 import AppCheck
 import ArgumentParser
 import Foundation
-import Gateway
+import GatewayConfig
+import Issuer
 import KeySets
 
 struct Verify: ParsableCommand {

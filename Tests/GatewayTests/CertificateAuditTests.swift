@@ -1,7 +1,8 @@
 import Foundation
 import Gateway
-import Testing
+@testable import GatewayConfig
 @testable import TestSupport
+import Testing
 
 @Suite struct CertificateAuditTests {
     private func audit(_ cert: String, _ key: String, now: Date = Date()) -> [String] {

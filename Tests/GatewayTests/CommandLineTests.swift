@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import GatewayTools
 import Glibc
+import Issuer
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import GatewayConfig
 
 /// The smallest valid configuration and a loader, shared by the config suites; tests put the part they exercise
 /// before or after `minimal`.

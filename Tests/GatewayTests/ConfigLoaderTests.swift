@@ -1,7 +1,9 @@
 import Foundation
-import Testing
-import TestSupport
 @testable import Gateway
+@testable import GatewayConfig
+import GatewayTools
+import TestSupport
+import Testing
 
 // MARK: Fixtures
 

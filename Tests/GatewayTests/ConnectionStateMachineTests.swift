@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import Issuer
 import Testing
 
 /// The connection and pool state machines alone: no socket, no loop, a manual clock (plain numbers).

@@ -1,9 +1,10 @@
 import EventLoop
 import Foundation
-import Glibc
 @testable import Gateway
-import Testing
+@testable import GatewayConfig
+import Glibc
 import TestSupport
+import Testing
 
 /// Issue 25: `server.limits.max_connections_per_address` (SPEC §3, §6: no address holds more than it), over real
 /// sockets on loopback; all of 127.0.0.0/8 is loopback on Linux, so 127.0.0.2 is a second client address.

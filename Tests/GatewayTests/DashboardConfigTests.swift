@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 @testable import Gateway
+@testable import GatewayConfig
+import Testing
 
 /// `dashboard:` (docs/configuration.md): defaults, values, and FILE:LINE:COLUMN errors like every other section.
 @Suite struct DashboardConfigTests {

@@ -1,7 +1,8 @@
+@testable import Dashboard
 import Foundation
-import Testing
-import TestSupport
 @testable import Gateway
+import TestSupport
+import Testing
 
 /// The dashboard end to end (docs/dashboard.md): traffic of known categories through a real gateway, then the admin
 /// listener's `/dashboard.json` and `/dashboard` say exactly that.

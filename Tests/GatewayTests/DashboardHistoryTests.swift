@@ -1,6 +1,7 @@
+@testable import Dashboard
 import Foundation
-import Testing
 @testable import Gateway
+import Testing
 
 /// The dashboard's history as a value driven by a manual clock (docs/dashboard.md).
 @Suite struct DashboardHistoryTests {

@@ -1,10 +1,11 @@
 import EventLoop
 import Foundation
-import Glibc
 @testable import Gateway
+@testable import GatewayConfig
+import Glibc
 import HTTPWire
-import Testing
 import TestSupport
+import Testing
 
 /// Issue 15 (hardening) regressions, over real sockets: `_` header names (#8), the request writer's own
 /// CR/LF/NUL refusal (#6), `header_timeout` from accept (#9) and `body_timeout` (#2), on HTTP/1.1 and HTTP/2.

@@ -2,10 +2,12 @@ import AppAttest
 import AppAttestSimulator
 import AppCheck
 import Foundation
-import ReplayStores
-import Testing
-import TestSupport
 @testable import Gateway
+@testable import GatewayConfig
+@testable import Issuer
+import ReplayStores
+import TestSupport
+import Testing
 
 /// The App Attest exchanges of the issuer core (docs/issuer.md) driven by a simulated iPhone: attest, assert,
 /// and each refusal a client can cause, with real certificates, keys and CBOR, and SQLite state.

@@ -1,8 +1,10 @@
 import Foundation
-import JSONLog
-import Testing
-import TestSupport
 @testable import Gateway
+@testable import GatewayConfig
+import GatewayTools
+import JSONLog
+import TestSupport
+import Testing
 
 /// The `issuer:` section: every rule is its own clear FILE:LINE:COLUMN error, with real key files made by the
 /// `openssl` CLI.

@@ -1,10 +1,11 @@
 import AppAttestSimulator
 import AppCheck
 import Foundation
-import Synchronization
-import Testing
-import TestSupport
 @testable import Gateway
+@testable import Issuer
+import Synchronization
+import TestSupport
+import Testing
 
 /// Issue 23 #2 and #10 end to end: AppCheckCore signs concurrent assertions whose counters may arrive out of order,
 /// so the issuer accepts any counter not accepted before within 64 below the highest — through two gateways sharing

@@ -1,8 +1,10 @@
 import AppCheck
 import Foundation
-import Testing
-import TestSupport
 @testable import Gateway
+@testable import GatewayConfig
+@testable import Issuer
+import TestSupport
+import Testing
 
 /// OIDC discovery for minted tokens (docs/issuer.md, "OIDC discovery"): the document's path follows `iss`, which may
 /// lie outside the base path; its fields name `iss` exactly and the key set under the base path; it is answered

@@ -2,9 +2,10 @@ import AppAttest
 import AppAttestSimulator
 import AppCheck
 import Foundation
-import Testing
-import TestSupport
 @testable import Gateway
+@testable import Issuer
+import TestSupport
+import Testing
 
 /// The issuer's REST surface on the running gateway (docs/issuer.md): a simulated iPhone attests and asserts over
 /// real sockets (HTTP/1.1 and h2c), the key set is published, refusals are Google-style, the metrics and the one

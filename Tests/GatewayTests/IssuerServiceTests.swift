@@ -1,9 +1,11 @@
 import AppCheck
 import Foundation
+@testable import Gateway
+@testable import GatewayConfig
+@testable import Issuer
 import ReplayStores
 import Synchronization
 import Testing
-@testable import Gateway
 
 /// The issuer core (docs/issuer.md) without HTTP: challenges, debug exchanges, minting, the key set, limits, and the
 /// memory state's single-use and compare-and-set rules. Real RSA keys, a manual clock.

@@ -1,7 +1,9 @@
 import AppCheck
+import EventLoop
 import Foundation
-import Testing
 @testable import Gateway
+@testable import Issuer
+import Testing
 
 /// The issuer's wire layer (docs/issuer.md): paths, JSON bodies in both spellings, base64 variants, the response and
 /// error shapes, the rate limiter and the debug-secret comparison.

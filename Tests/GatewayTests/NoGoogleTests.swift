@@ -1,8 +1,9 @@
 import AppCheck
 import Foundation
-import Testing
-import TestSupport
 @testable import Gateway
+import GatewayTools
+import TestSupport
+import Testing
 
 /// `app_check.jwks: { url: none }` (docs/issuer.md, "App Check with no Google service at all"): Firebase's key set is
 /// never fetched, readiness counts only the key sets in use, Firebase-issued tokens are refused as `wrong_issuer`,

@@ -1,11 +1,12 @@
 import EventLoop
 import Foundation
+@testable import Gateway
+@testable import GatewayConfig
 import Glibc
 import JSONLog
+@testable import ReplayStores
 import TestSupport
 import Testing
-@testable import Gateway
-@testable import ReplayStores
 
 /// ACL users (`redis://user:password@`) and TLS (`rediss://…?ca_file=`) against a real `redis-server`.
 @Suite(.serialized) struct ReplayRedisAccessTests {

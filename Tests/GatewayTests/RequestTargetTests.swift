@@ -1,4 +1,5 @@
 @testable import Gateway
+import HTTPWire
 import Testing
 
 @Suite struct RequestTargetTests {

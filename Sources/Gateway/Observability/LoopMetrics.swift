@@ -1,23 +1,16 @@
+import Dashboard
+
 /// The counters of one event loop. Plain integers touched only on that loop's thread; a scrape visits
 /// every loop (`EventLoop.execute`) to copy them and sums the copies, so counting takes no lock and no
 /// atomic on the request path.
 struct LoopMetrics: Sendable {
-    /// Firebase's request categories (docs/operations.md) plus `skipped`.
-    static let outcomes = ["verified", "outdated_client", "unknown_origin", "invalid", "reused", "skipped"]
+    /// Firebase's request categories (docs/operations.md; the dashboard's `DashboardHistory.categories`) plus `skipped`.
+    static let outcomes = DashboardHistory.categories + ["skipped"]
 
-    /// The index of `name` in `outcomes`, or nil: the length (and for the two of seven letters, the first letter)
-    /// picks the one candidate, which is then compared whole (one comparison per request instead of up to six).
+    /// The index of `name` in `outcomes`, or nil: the dashboard's one-comparison lookup, then `skipped`.
     static func outcomeIndex(_ name: String) -> Int? {
-        let candidate: Int
-        switch name.utf8.count {
-        case 8: candidate = 0
-        case 15: candidate = 1
-        case 14: candidate = 2
-        case 7: candidate = name.utf8.first == UInt8(ascii: "i") ? 3 : 5
-        case 6: candidate = 4
-        default: return nil
-        }
-        return outcomes[candidate] == name ? candidate : nil
+        if let i = DashboardHistory.categoryIndex(name) { return i }
+        return name == "skipped" ? DashboardHistory.categories.count : nil
     }
     /// Upper bounds (seconds) of `gateway_request_duration_seconds`.
     static let durationBuckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]

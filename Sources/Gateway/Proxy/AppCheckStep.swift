@@ -1,6 +1,7 @@
 import AppCheck
 import EventLoop
 import Foundation
+import GatewayConfig
 import HTTPWire
 
 /// The outcome of the App Check step: what to forward and log, and the refusal when there is one.

@@ -1,4 +1,5 @@
 import EventLoop
+import GatewayConfig
 import HTTPWire
 
 /// Builds the request head sent upstream (docs/behaviour.md): hop-by-hop headers and those named in `Connection`

@@ -1,3 +1,5 @@
+import GatewayConfig
+
 /// Picks the route for a request: the first route in file order whose path matches (exact `path`, or
 /// `prefix`) and whose `methods` (when set) contain the method.
 struct Router: Sendable {

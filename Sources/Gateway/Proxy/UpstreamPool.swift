@@ -1,4 +1,5 @@
 import EventLoop
+import GatewayConfig
 import Glibc
 
 /// The keep-alive connections of one event loop to one upstream. Idle connections are reused newest first

@@ -1,3 +1,4 @@
+import Dashboard
 import EventLoop
 import Foundation
 import HTTPWire

@@ -1,3 +1,4 @@
+import GatewayConfig
 import Glibc
 import JSONLog
 

@@ -1,7 +1,10 @@
 import CSystemShims
+import Dashboard
 import EventLoop
 import Foundation
+import GatewayConfig
 import Glibc
+import Issuer
 import JSONLog
 import KeySets
 import ReplayStores
@@ -78,7 +81,7 @@ public final class GatewayServer: @unchecked Sendable {
             issuer = service
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
-            dashboard.issuerMetrics.withLock { $0 = metrics }
+            dashboard.issuerExchanges.withLock { $0 = { now in metrics.exchanges(at: now) } }
         }
         let shared = self.shared
         metricsCollector.addSource { t in
@@ -157,7 +160,7 @@ public final class GatewayServer: @unchecked Sendable {
             exited.enter()
             loop.startThread(name: "loop-\(loop.index)") { [exited] in exited.leave() }
         }
-        dashboard.start(workers: workers)
+        dashboard.start(loops: workers)
         state.withLock { $0 = .running }
         logSink.info("listening", [
             ("listen", .strings(listenAddresses.map(\.description))),
@@ -218,7 +221,7 @@ public final class GatewayServer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(grace)
         while openConnections > 0 && Date() < deadline { usleep(10_000) }
         let left = openConnections
-        dashboard.stop(workers: workers)
+        dashboard.stop(loops: workers)
         for w in workers { w.loop.execute { [w] in w.forceClose() } }
         if let admin = adminListener { loops[0].execute { admin.close() } }
         for loop in loops { loop.stop() }
@@ -356,7 +359,7 @@ public final class GatewayServer: @unchecked Sendable {
 
     /// `/dashboard.json`, after folding every loop's counts in; delivered on a background queue.
     func dashboardJSON(_ completion: @escaping @Sendable (String) -> Void) {
-        dashboard.json(workers: workers, settings: settings, completion: completion)
+        dashboard.json(loops: workers, settings: settings, completion: completion)
     }
 
     /// Client connections open across all loops.

@@ -1,7 +1,8 @@
-import CSystemShims
 import AppCheck
+import CSystemShims
 import EventLoop
 import Foundation
+import GatewayConfig
 import HTTPWire
 import JSONLog
 import ReplayStores

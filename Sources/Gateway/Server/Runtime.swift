@@ -1,6 +1,7 @@
 import AppCheck
 import EventLoop
 import Foundation
+import GatewayConfig
 import HTTPWire
 
 /// One configuration generation, ready to serve: immutable and shared read-only by every loop. A reload

@@ -1,6 +1,7 @@
 import AppAttest
 import AppCheck
 import Foundation
+import GatewayConfig
 import JSONLog
 import KeySets
 import ReplayStores
@@ -20,7 +21,7 @@ public struct IssuerOutcome: Sendable {
     /// More for the log line (Apple's reason for a refused device token); empty when there is none.
     public var detail: String = ""
 
-    static func failure(_ error: IssuerError, appId: String, method: String) -> IssuerOutcome {
+    package static func failure(_ error: IssuerError, appId: String, method: String) -> IssuerOutcome {
         IssuerOutcome(status: error.code, body: error.body, appId: appId, method: method, result: error.metricResult,
                       rule: error.rule, detail: error.detail)
     }
@@ -34,7 +35,7 @@ public final class IssuerService: Sendable {
     public let projectNumber: String
     public let projectId: String?
     public let keys: IssuerKeys
-    let state: IssuerState
+    package let state: IssuerState
     let limits: IssuerLimits
     let clock: @Sendable () -> Double
     private let debugSecrets: [String: DebugSecrets]

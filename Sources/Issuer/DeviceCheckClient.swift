@@ -1,6 +1,7 @@
 import AppCheck
 import Dispatch
 import Foundation
+import GatewayConfig
 import KeySets
 import Synchronization
 

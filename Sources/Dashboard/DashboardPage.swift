@@ -1,17 +1,17 @@
 /// `GET /dashboard` (docs/dashboard.md): one self-contained HTML page — inline CSS, inline script, inline SVG charts,
 /// nothing fetched from anywhere but `/dashboard.json` on the same origin. The JSON of the moment is embedded
 /// so the page renders without a second request; it then refreshes itself every 30 seconds.
-enum DashboardPage {
+package enum DashboardPage {
     /// Headers for both dashboard answers: never cached (the numbers change every minute), and a CSP that
     /// forbids any other origin, so the page works offline and cannot be made to leak anything.
-    static let headers = "Cache-Control: no-store\r\n"
+    package static let headers = "Cache-Control: no-store\r\n"
         + "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         + "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"
         + "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
 
     /// The page with `json` embedded. `<` is escaped as `\u003c` (valid JSON, and no `</script>` can end the
     /// data block early whatever a route or App ID is called).
-    static func render(json: String) -> String {
+    package static func render(json: String) -> String {
         let safe = json.replacingOccurrences(of: "<", with: "\\u003c")
         return template.replacingOccurrences(of: "__DASHBOARD_JSON__", with: safe)
     }

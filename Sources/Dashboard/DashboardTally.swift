@@ -4,7 +4,7 @@
 ///
 /// Bounded between two folds: at most `maxAppsPerRoute` App IDs and `maxReasonsPerRoute` reasons per route
 /// keep their own entry, the rest are counted under `DashboardHistory.other`.
-struct DashboardTally: Sendable {
+package struct DashboardTally: Sendable {
     static let maxAppsPerRoute = 64
     static let maxReasonsPerRoute = 64
 
@@ -17,14 +17,16 @@ struct DashboardTally: Sendable {
         var apps: [String: [Int]] = [:]
     }
 
+    package init() {}
+
     /// By route name.
     var routes: [String: Route] = [:]
 
-    var isEmpty: Bool { routes.isEmpty }
+    package var isEmpty: Bool { routes.isEmpty }
 
     /// Counts one request whose App Check step ran. `outcome` is the Firebase category (`skipped` and unknown
     /// names are ignored); `reason` counts only for non-verified outcomes; `appId` is the verified `sub`, if any.
-    mutating func record(route: String, mode: String, outcome: String, reason: String?, appId: String?) {
+    package mutating func record(route: String, mode: String, outcome: String, reason: String?, appId: String?) {
         guard let i = DashboardHistory.categoryIndex(outcome) else { return }
         Self.count(&routes[route, default: Route(mode: mode)], mode: mode, category: i, reason: reason, appId: appId)
     }
@@ -44,7 +46,7 @@ struct DashboardTally: Sendable {
     }
 
     /// Adds another loop's tally.
-    mutating func add(_ other: DashboardTally) {
+    package mutating func add(_ other: DashboardTally) {
         for (name, o) in other.routes {
             var r = routes[name] ?? Route(mode: o.mode)
             r.mode = o.mode

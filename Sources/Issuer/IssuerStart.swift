@@ -1,3 +1,4 @@
+import GatewayConfig
 import JSONLog
 import KeySets
 import ReplayStores
@@ -12,7 +13,7 @@ public struct IssuerStartError: Error, CustomStringConvertible, Sendable {
 extension IssuerService {
     /// The service a server runs, from validated settings: signing keys read from their files, state opened
     /// as `issuer.state` says.
-    static func start(settings: IssuerSettings, projectNumber: String, projectId: String?, jwks: JWKSSettings,
+    package static func start(settings: IssuerSettings, projectNumber: String, projectId: String?, jwks: JWKSSettings,
                       clockSkew: Double, logSink: LogSink) throws -> IssuerService {
         let keys = try IssuerKeys.load(paths: settings.signingKeyPaths)
         let state: IssuerState

@@ -1,5 +1,6 @@
 import AppCheck
 import Foundation
+import GatewayConfig
 import JSONLog
 import KeySets
 

@@ -6,18 +6,18 @@
 /// upper-cased, dot-segments are removed (RFC 3986 §5.2.4) and repeated slashes merged. Encoded `/`,
 /// `\` and NUL (`%2F`, `%5C`, `%00`), a raw `\`, and a path that climbs above the root are refused
 /// because upstreams disagree on what they mean.
-struct RequestTarget: Equatable {
-    var path: String
+package struct RequestTarget: Equatable, Sendable {
+    package var path: String
     /// The query without its `?`, or nil when there was no `?`.
-    var query: Substring?
+    package var query: Substring?
     /// Host from an absolute-form target (RFC 9112 §3.2.2), which overrides the Host header.
-    var absoluteHost: String?
+    package var absoluteHost: String?
 
-    enum Failure: Error, Equatable {
+    package enum Failure: Error, Equatable {
         case invalid(String)
     }
 
-    static func parse(_ target: String) -> Result<RequestTarget, Failure> {
+    package static func parse(_ target: String) -> Result<RequestTarget, Failure> {
         // The usual request: an origin-form target already in normal form. Its path is the target itself (or the part
         // before `?`), read byte by byte with no `Character` work and no copy when there is no query.
         if target.utf8.first == UInt8(ascii: "/") {
@@ -59,7 +59,7 @@ struct RequestTarget: Equatable {
     }
 
     /// Normalises an origin-form path; nil when it must be refused.
-    static func normalize(_ raw: Substring) -> String? {
+    package static func normalize(_ raw: Substring) -> String? {
         if isAlreadyNormal(raw) { return String(raw) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(raw.utf8.count)
@@ -126,28 +126,8 @@ struct RequestTarget: Equatable {
         return dots == 0 && raw.utf8.first == UInt8(ascii: "/")
     }
 
-    /// True when the query has a parameter named `X-Firebase-AppCheck` (any case, percent-decoded).
-    static func queryHasToken(_ query: Substring) -> Bool {
-        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
-            let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? pair
-            if name.utf8.count > 3 * 19 { continue }
-            var decoded: [UInt8] = []
-            var it = name.utf8.makeIterator()
-            while let b = it.next() {
-                if b == UInt8(ascii: "%"), let h = it.next(), let l = it.next(), let hv = hexValue(h), let lv = hexValue(l) {
-                    decoded.append(hv << 4 | lv)
-                } else if b == UInt8(ascii: "+") {
-                    decoded.append(UInt8(ascii: " "))
-                } else {
-                    decoded.append(b)
-                }
-            }
-            if String(decoding: decoded, as: UTF8.self).lowercased() == "x-firebase-appcheck" { return true }
-        }
-        return false
-    }
-
-    private static func hexValue(_ b: UInt8) -> UInt8? {
+    /// The value of one hexadecimal digit, or nil.
+    package static func hexValue(_ b: UInt8) -> UInt8? {
         switch b {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10

@@ -1,5 +1,7 @@
 import AppCheck
 import Foundation
+import GatewayConfig
+import Issuer
 
 /// The resolved configuration as `check-config` prints it (README, Commands): a listener summary, then one line per route
 /// in match order with its name, match (`= /exact` or `/prefix*`), methods (`*` = any), upstream name and URL,

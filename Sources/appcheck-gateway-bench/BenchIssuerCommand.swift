@@ -4,19 +4,19 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import GatewayConfig
 import GatewayTools
 import JSONLog
 
-/// Development tool (hidden from `--help`): the issuer's exchange latency, for Benchmarks/issuer-latency.sh. Starts
+/// `appcheck-gateway-bench issuer`: the issuer's exchange latency, for Benchmarks/issuer-latency.sh. Starts
 /// a gateway with an `issuer:` section in this process (one loop thread), then, one call at a time from one client
 /// thread, times `exchangeAppAttestAttestation` (a new simulated device each call) and `exchangeAppAttestAssertion`
 /// (one device, its counter rising) over HTTP/1.1 on 127.0.0.1, a new connection each. Challenges and the
 /// simulated device's own work are not timed. Prints median, p99 and max per method.
 struct BenchIssuer: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-issuer",
-        abstract: "(development) Time the issuer's App Attest exchanges against an in-process gateway.",
-        shouldDisplay: false)
+        commandName: "issuer",
+        abstract: "Time the issuer's App Attest exchanges against an in-process gateway.")
 
     @Option(help: "Exchanges of each method.") var calls = 1000
     @Option(help: "Issuer state: memory or sqlite.") var state = "sqlite"
@@ -63,7 +63,7 @@ struct BenchIssuer: ParsableCommand {
                   app_attest: { environments: [production], root_ca_file: \(dir.path)/root.pem }
             """.write(toFile: configPath, atomically: true, encoding: .utf8)
         } catch {
-            printError("appcheck-gateway: bench-issuer: \(error)")
+            printError("appcheck-gateway-bench: issuer: \(error)")
             throw ExitCode(1)
         }
         let settings: Settings
@@ -75,7 +75,7 @@ struct BenchIssuer: ParsableCommand {
         }
         let server = GatewayServer(settings: settings, logSink: LogSink(fd: 2, level: .error))
         do { try server.start() } catch {
-            printError("appcheck-gateway: bench-issuer: cannot start the gateway: \(error)")
+            printError("appcheck-gateway-bench: issuer: cannot start the gateway: \(error)")
             throw ExitCode(1)
         }
         defer { server.shutdown(grace: 0.1) }
@@ -122,7 +122,7 @@ struct BenchIssuer: ParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            printError("appcheck-gateway: bench-issuer: \(error)")
+            printError("appcheck-gateway-bench: issuer: \(error)")
             throw ExitCode(1)
         }
         print("issuer exchange latency over HTTP/1.1 on 127.0.0.1, \(calls) calls each, one client thread, state \(state)")

@@ -1,15 +1,16 @@
 import Foundation
+import GatewayConfig
 import Synchronization
 
 /// `appcheck_issuer_exchanges_total{app_id,method,result}` (docs/issuer.md), process-wide, and the same counts per
 /// dashboard window (last hour by minute, last day and week by whole clock hour) for `/dashboard.json`'s `issuer`
 /// block. Labels are bounded: an `app_id` that is not configured and a method name that does not exist are counted
 /// as `""` and `unknown`, so a client cannot grow the series without limit.
-final class IssuerMetrics: Sendable {
-    struct Key: Hashable, Sendable {
-        var appId: String
-        var method: String
-        var result: String
+package final class IssuerMetrics: Sendable {
+    package struct Key: Hashable, Sendable {
+        package var appId: String
+        package var method: String
+        package var result: String
     }
 
     /// Recent counts of one key: 60 one-minute buckets and 168 one-hour buckets, each stamped with its minute or
@@ -46,13 +47,15 @@ final class IssuerMetrics: Sendable {
 
     private let counts = Mutex<[Key: Recent]>([:])
 
+    package init() {}
+
     /// The limits of docs/issuer.md (Limits) whose refusals `appcheck_issuer_limited_total{rule}` counts apart, so an
     /// operator sees which limit a flood hit: a fixed set, so the series stay bounded.
-    static let limitRules = ["body_budget_spent", "challenge_address_full", "challenge_store_full",
+    package static let limitRules = ["body_budget_spent", "challenge_address_full", "challenge_store_full",
                              "debug_guesses_exhausted", "rate_limited", "rate_limited_address", "rate_limited_app"]
     private let limited = Mutex<[String: Int]>([:])
 
-    func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, now: Double = Date().timeIntervalSince1970) {
+    package func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, now: Double = Date().timeIntervalSince1970) {
         let appId = configuredApps.app(outcome.appId) == nil ? "" : outcome.appId
         let known = outcome.method == "jwks" || outcome.method == "discovery" || IssuerMethod(rawValue: outcome.method) != nil
         let key = Key(appId: appId, method: known ? outcome.method : "unknown", result: outcome.result)
@@ -64,22 +67,16 @@ final class IssuerMetrics: Sendable {
         counts.withLock { $0 }.sorted { ($0.key.appId, $0.key.method, $0.key.result) < ($1.key.appId, $1.key.method, $1.key.result) }
     }
 
-    /// Adds the family to a scrape.
-    func render(_ t: inout MetricsText) {
-        t.family("appcheck_issuer_exchanges_total", "counter",
-                 "Issuer calls by app, method and result (minted, challenge, jwks, or the refusal category).")
-        for (key, recent) in sortedSnapshot() {
-            t.sample("appcheck_issuer_exchanges_total", [("app_id", key.appId), ("method", key.method), ("result", key.result)],
-                     recent.total)
-        }
-        t.family("appcheck_issuer_limited_total", "counter",
-                 "Issuer calls refused by a limit, by rule (per address, per app, process ceiling, debug guesses, challenge bounds, body budget).")
-        let limited = limited.withLock { $0 }
-        for rule in Self.limitRules { t.sample("appcheck_issuer_limited_total", [("rule", rule)], limited[rule] ?? 0) }
+    /// Every (app_id, method, result) seen with its count since start, sorted (for `/metrics`).
+    package func totals() -> [(key: Key, total: Int)] {
+        sortedSnapshot().map { ($0.0, $0.1.total) }
     }
 
+    /// Refusals per limit rule since start (for `/metrics`).
+    package func limitedCounts() -> [String: Int] { limited.withLock { $0 } }
+
     /// The dashboard's `exchanges`: one entry per (app_id, method, result) seen, with its counts per window.
-    func exchanges(at now: Double) -> [[String: Any]] {
+    package func exchanges(at now: Double) -> [[String: Any]] {
         sortedSnapshot().map { key, recent in
             let w = recent.windows(at: now)
             return ["app_id": key.appId, "method": key.method, "result": key.result,

@@ -1,29 +1,6 @@
 import Foundation
 import Synchronization
 
-/// The key a client is limited by (docs/issuer.md, Limits): the text of its `ConnectionAddressKey` — an IPv4
-/// address (/32), or the /64 prefix of an IPv6 address (a client can change the low 64 bits at will); an
-/// IPv4-mapped IPv6 address is its IPv4 address.
-public enum ClientAddressKey {
-    /// The key of raw address bytes (4 or 16 of them, as `SocketAddress.ipBytes` gives).
-    public static func key(ipBytes: [UInt8]) -> String { ConnectionAddressKey(ipBytes: ipBytes).description }
-
-    /// The key of an address written as text (an `X-Forwarded-For` element); nil when it is no IP address.
-    public static func key(text: Substring) -> String? {
-        var trimmed = String(text.trimmingCharacters(in: .whitespaces))
-        if trimmed.hasPrefix("[") && trimmed.hasSuffix("]") { trimmed = String(trimmed.dropFirst().dropLast()) }
-        var v4 = in_addr()
-        if inet_pton(AF_INET, trimmed, &v4) == 1 {
-            return key(ipBytes: withUnsafeBytes(of: &v4) { Array($0) })
-        }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, trimmed, &v6) == 1 {
-            return key(ipBytes: withUnsafeBytes(of: &v6) { Array($0) })
-        }
-        return nil
-    }
-}
-
 /// Token buckets by key (client address or App ID) on a seconds clock, in a table of bounded size: at most
 /// `capacity` keys are tracked (about 100 bytes each). When the table is full, keys whose bucket has refilled are
 /// forgotten (they lose nothing: a new bucket starts full), at most once per second; a key that still finds no room

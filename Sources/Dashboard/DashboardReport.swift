@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfig
 import KeySets
 import ReplayStores
 
@@ -12,7 +13,7 @@ struct DashboardReport {
     var now: Double
     var keySet: KeySetStatus?
     var replay: DashboardService.ReplayInfo?
-    var issuer: IssuerMetrics?
+    var issuerExchanges: (@Sendable (_ now: Double) -> [[String: Any]])?
     var historyFile: String
     var lastWrite: (at: Double?, error: String?)
 
@@ -164,7 +165,7 @@ struct DashboardReport {
     /// "week": 301, "total": 301}` (`result`: `minted` or the refusal category, as in
     /// `appcheck_issuer_exchanges_total`). Kept in memory: a restart starts it again.
     func issuerBlock() -> [String: Any] {
-        guard let issuer else { return ["status": "not configured", "configured": false, "exchanges": [] as [Any]] }
-        return ["status": "ok", "configured": true, "exchanges": issuer.exchanges(at: now)]
+        guard let issuerExchanges else { return ["status": "not configured", "configured": false, "exchanges": [] as [Any]] }
+        return ["status": "ok", "configured": true, "exchanges": issuerExchanges(now)]
     }
 }

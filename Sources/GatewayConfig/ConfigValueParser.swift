@@ -174,7 +174,7 @@ package enum ConfigValueParser {
     }
 
     /// `1.5s`, `250ms`, `5m`, `6h`, `7d`: the largest unit that divides exactly, else seconds.
-    static func formatDuration(_ seconds: Double) -> String {
+    package static func formatDuration(_ seconds: Double) -> String {
         if seconds >= 86400, seconds.truncatingRemainder(dividingBy: 86400) == 0 { return "\(Int(seconds / 86400))d" }
         if seconds >= 3600, seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600))h" }
         if seconds >= 60, seconds.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(seconds / 60))m" }
@@ -185,7 +185,7 @@ package enum ConfigValueParser {
     }
 
     /// `10MiB`, `16KiB`, `1GiB` when exact, else bytes.
-    static func formatSize(_ bytes: Int64) -> String {
+    package static func formatSize(_ bytes: Int64) -> String {
         for (unit, factor) in [("GiB", Int64(1) << 30), ("MiB", Int64(1) << 20), ("KiB", Int64(1) << 10)]
         where bytes >= factor && bytes % factor == 0 {
             return "\(bytes / factor)\(unit)"

@@ -6,9 +6,9 @@
 /// Bounded: at most `maxRoutes` routes (the least recently active one makes room), `maxApps` App IDs and
 /// `maxReasons` reasons per route (the rest counted as `other`); names longer than `maxNameBytes` are cut.
 /// `boundBytes` is the resulting ceiling on the counters' memory (docs/dashboard.md).
-struct DashboardHistory: Sendable, Codable {
+package struct DashboardHistory: Sendable, Codable {
     /// Firebase's request-metrics categories, in this order everywhere (arrays of counts are indexed by it).
-    static let categories = ["verified", "outdated_client", "unknown_origin", "invalid", "reused"]
+    package static let categories = ["verified", "outdated_client", "unknown_origin", "invalid", "reused"]
     /// The row collecting App IDs and reasons beyond the per-route limits.
     static let other = "other"
     static let maxRoutes = 32
@@ -20,11 +20,20 @@ struct DashboardHistory: Sendable, Codable {
     static let formatName = "appcheck-gateway dashboard history"
     static let formatVersion = 1
 
-    /// `categories` are the first five of `LoopMetrics.outcomes`, in the same order (a test holds them to it), so the
-    /// metrics' one-comparison lookup serves here too.
-    static func categoryIndex(_ name: String) -> Int? {
-        guard let i = LoopMetrics.outcomeIndex(name), i < categories.count else { return nil }
-        return i
+    /// The index of `name` in `categories`, or nil: the length (and for `invalid`, the first letter) picks the one
+    /// candidate, which is then compared whole (one comparison per request instead of up to five). The gateway's
+    /// `LoopMetrics.outcomes` are these five plus `skipped`, in the same order, and use this lookup too.
+    package static func categoryIndex(_ name: String) -> Int? {
+        let candidate: Int
+        switch name.utf8.count {
+        case 8: candidate = 0
+        case 15: candidate = 1
+        case 14: candidate = 2
+        case 7 where name.utf8.first == UInt8(ascii: "i"): candidate = 3
+        case 6: candidate = 4
+        default: return nil
+        }
+        return categories[candidate] == name ? candidate : nil
     }
 
     struct Route: Sendable, Codable {

@@ -1,3 +1,5 @@
+import HTTPWire
+
 /// Where an issuer request goes (docs/issuer.md): `<base>/v1/jwks`, `<base>/v1/projects/{project}/apps/{app_id}:{method}`,
 /// or the OIDC discovery document at `<path of iss>/.well-known/openid-configuration`. Matched on the normalised path,
 /// before routes.
@@ -39,7 +41,7 @@ extension IssuerPath {
     /// well-known suffix). `issuer_url` `https://api.example.com/appcheck` → `/appcheck/<number>/.well-known/openid-configuration`;
     /// with no path → `/<number>/.well-known/openid-configuration`. Nil when the path cannot be normalised (the loader
     /// admits only URLs whose path can).
-    static func discoveryPath(issuerURL: String, projectNumber: String) -> String? {
+    package static func discoveryPath(issuerURL: String, projectNumber: String) -> String? {
         let path = IssuerURLParts(issuerURL).path
         return RequestTarget.normalize(Substring(path + "/" + projectNumber + "/.well-known/openid-configuration"))
     }

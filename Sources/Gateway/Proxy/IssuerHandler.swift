@@ -1,4 +1,5 @@
 import EventLoop
+import Issuer
 
 /// The issuer's REST surface (docs/issuer.md) as a built-in handler: `<base_path>/v1/…` is answered before routes,
 /// through the same exchange as a proxied request. The work itself (state store round trips, X.509 and ECDSA checks,

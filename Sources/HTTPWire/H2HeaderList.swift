@@ -1,0 +1,80 @@
+import CNghttp2
+
+/// Response header fields collected into one byte buffer, then exposed as an `nghttp2_nv` array.
+public struct H2HeaderList {
+    private var storage: [UInt8] = []
+    private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+    private var connectionTokens: [[UInt8]] = []
+
+    /// An empty list; `capacity` bytes of names and values are reserved.
+    public init(capacity: Int = 0) {
+        storage.reserveCapacity(capacity)
+        spans.reserveCapacity(16)
+    }
+
+    /// Adds one field: the name lower-cased, the value OWS-trimmed. Dropped: a name that is not a token, a value
+    /// with a control byte, and the connection-specific fields of RFC 9113 §8.2.2 (`connection`, `keep-alive`,
+    /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
+    public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value) else { return }
+        if HTTPHeaderName.isConnectionSpecific(name) || (name.count == 2 && HTTPSyntax.equalsLowercased(name, "te")) {
+            if name.count == 10, HTTPSyntax.equalsLowercased(name, "connection") {
+                HTTPHeaders.forEachListElement(value) { token in
+                    connectionTokens.append(token.map(HTTPSyntax.lowercased))
+                    return true
+                }
+            }
+            return
+        }
+        let (lower, upper) = HTTPSyntax.trimOWS(value, 0, value.count)
+        let nameStart = storage.count
+        storage.append(contentsOf: name)
+        storage.withUnsafeMutableBufferPointer { bytes in
+            for i in nameStart..<bytes.count { bytes[i] = HTTPSyntax.lowercased(bytes[i]) }
+        }
+        let valueStart = storage.count
+        storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
+        spans.append((nameStart, name.count, valueStart, upper - lower))
+    }
+
+    /// `add` for strings (names and values the gateway makes itself).
+    public mutating func add(_ name: String, _ value: String) {
+        var name = name
+        var value = value
+        name.withUTF8 { n in value.withUTF8 { v in add(UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)) } }
+    }
+
+    /// Calls `body` with `:status` followed by the kept fields as `nghttp2_nv` (valid during the call).
+    func withNV<R>(status: Int, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
+        // `:status` and its three digits live on the stack, the fields in `storage` as they are (no copy of the
+        // list). nghttp2 copies every name and value (flag NONE) and never writes through these pointers; its
+        // `nghttp2_nv` just declares them mutable.
+        let statusName: StaticString = ":status"
+        var digits: (UInt8, UInt8, UInt8) = (0, 0, 0)
+        let code = min(max(status, 100), 999)
+        digits.0 = UInt8(ascii: "0") &+ UInt8(code / 100)
+        digits.1 = UInt8(ascii: "0") &+ UInt8(code / 10 % 10)
+        digits.2 = UInt8(ascii: "0") &+ UInt8(code % 10)
+        let flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        let tokens = connectionTokens
+        return withUnsafeMutableBytes(of: &digits) { digitBytes in
+            storage.withUnsafeBufferPointer { raw in
+                let base = UnsafeMutablePointer(mutating: raw.baseAddress ?? statusName.utf8Start)
+                var nva: [nghttp2_nv] = []
+                nva.reserveCapacity(spans.count + 1)
+                nva.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
+                                      value: digitBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), namelen: 7,
+                                      valuelen: 3, flags: flags))
+                for span in spans {
+                    if !tokens.isEmpty {
+                        let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
+                        if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                    }
+                    nva.append(nghttp2_nv(name: base + span.name, value: base + span.value, namelen: span.nameLength,
+                                          valuelen: span.valueLength, flags: flags))
+                }
+                return nva.withUnsafeBufferPointer(body)
+            }
+        }
+    }
+}
