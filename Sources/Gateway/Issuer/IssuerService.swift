@@ -42,6 +42,8 @@ public final class IssuerService: Sendable {
     private let verifiers: [String: AppAttestVerifier]
     /// One receipt verifier per app with `app_attest` (IssuerService+Receipts.swift).
     let receiptVerifiers: [String: AppAttestReceiptVerifier]
+    /// Exchanges receipts with Apple for a fresh risk metric, when an app has a DeviceCheck key (RiskRefresher.swift).
+    public let riskRefresher: RiskRefresher?
     /// One DeviceCheck client per app with `device_check`.
     private let deviceCheck: [String: DeviceCheckClient]
     /// The backends of `custom_token_issuers`.
@@ -82,7 +84,11 @@ public final class IssuerService: Sendable {
             verifiers[app.appId] = try AppAttestVerifier(rootCertificatePEM: pem)
         }
         self.verifiers = verifiers
-        receiptVerifiers = try Self.receiptVerifiers(settings)
+        let receiptVerifiers = try Self.receiptVerifiers(settings)
+        self.receiptVerifiers = receiptVerifiers
+        riskRefresher = try (state as? IssuerReceiptState).flatMap { receiptState in
+            try RiskRefresher(settings: settings, state: receiptState, verifiers: receiptVerifiers, log: log, clock: clock)
+        }
         var deviceCheck: [String: DeviceCheckClient] = [:]
         for app in settings.apps {
             guard let dc = app.deviceCheck, let teamId = app.teamId else { continue }
@@ -120,10 +126,16 @@ public final class IssuerService: Sendable {
     }
 
     /// Starts fetching the custom-token backends' key sets.
-    public func start() { customIssuers.start() }
+    public func start() {
+        customIssuers.start()
+        riskRefresher?.start()
+    }
 
     /// Stops the key-set threads.
-    public func stop() { customIssuers.stop() }
+    public func stop() {
+        customIssuers.stop()
+        riskRefresher?.stop()
+    }
 
     /// Whether `app` may call `method`: the methods its section enables, and `exchangeCustomToken` for every app
     /// when `custom_token_issuers` is set.
