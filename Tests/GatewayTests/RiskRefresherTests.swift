@@ -145,6 +145,12 @@ import TestSupport
         #expect(key.riskMetric == 3 && !key.receipt.isEmpty, "Apple's 404 keeps the last receipt and metric")
         #expect(key.receiptRefreshAt == nil, "and the key is not asked about again")
         #expect(rig.apple.calls == 5)
+        var text = MetricsText()
+        rig.refresher.render(&text)
+        for (result, n) in [("refreshed", 2), ("not_yet", 1), ("no_data", 1), ("backed_off", 0), ("refused", 1)] {
+            #expect(text.text.contains("appcheck_issuer_receipt_refresh_total{app_id=\"\(Self.appId)\",result=\"\(result)\"} \(n)\n"),
+                    "\(text.text)")
+        }
     }
 
     @Test func overloadAndServerErrorsBackOff() async throws {

@@ -128,6 +128,9 @@ public final class RiskRefresher: Sendable {
     /// Per app: calls paused until, and the current pause length.
     private let pauses = Mutex<[String: (until: Double, length: Double)]>([:])
     private let task = Mutex<Task<Void, Never>?>(nil)
+    /// `appcheck_issuer_receipt_refresh_total{app_id,result}`: per configured app, per result.
+    private let counts = Mutex<[String: [String: Int]]>([:])
+    static let results = ["refreshed", "not_yet", "no_data", "backed_off", "refused"]
 
     /// Nil when no app refreshes receipts (`device_check` set and `risk.refresh` not 0).
     init?(settings: IssuerSettings, state: IssuerReceiptState, verifiers: [String: AppAttestReceiptVerifier], log: LogSink?,
@@ -203,6 +206,33 @@ public final class RiskRefresher: Sendable {
     enum Outcome: Sendable { case refreshed, notYet, noData, backedOff, refused, skipped }
 
     private func refresh(_ key: AttestedKey) async -> Outcome {
+        let outcome = await exchange(key)
+        let result: String? = switch outcome {
+        case .refreshed: "refreshed"
+        case .notYet: "not_yet"
+        case .noData: "no_data"
+        case .backedOff: "backed_off"
+        case .refused: "refused"
+        case .skipped: nil
+        }
+        if let result, apps[key.appId] != nil { counts.withLock { $0[key.appId, default: [:]][result, default: 0] += 1 } }
+        return outcome
+    }
+
+    /// Adds `appcheck_issuer_receipt_refresh_total` to a scrape.
+    func render(_ t: inout MetricsText) {
+        t.family("appcheck_issuer_receipt_refresh_total", "counter",
+                 "App Attest receipt exchanges with Apple by app and result (refreshed, not_yet, no_data, backed_off, refused).")
+        let counts = counts.withLock { $0 }
+        for appId in apps.keys.sorted() {
+            for result in Self.results {
+                t.sample("appcheck_issuer_receipt_refresh_total", [("app_id", appId), ("result", result)],
+                         counts[appId]?[result] ?? 0)
+            }
+        }
+    }
+
+    private func exchange(_ key: AttestedKey) async -> Outcome {
         let now = clock()
         guard let entry = apps[key.appId], !key.receipt.isEmpty,
               let environment = AppAttestEnvironment(rawValue: key.environment) else {

@@ -78,6 +78,7 @@ public final class GatewayServer: @unchecked Sendable {
             issuer = service
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
+            if let refresher = service.riskRefresher { metricsCollector.addSource { t in refresher.render(&t) } }
             dashboard.issuerMetrics.withLock { $0 = metrics }
         }
         let shared = self.shared
