@@ -29,11 +29,16 @@ public final class FakeAppAttestDataServer: @unchecked Sendable {
     private let verifier: AppAttestReceiptVerifier
     private var server: ThreadPerConnectionServer!
     private let state = Mutex<(calls: Int, queued: [Answer], fallback: Answer, paths: [String])>((0, [], .notFound, []))
+    private let flight = Mutex<(now: Int, most: Int, delay: Double)>((0, 0, 0))
 
     /// `http://127.0.0.1:PORT`, for `app_attest.risk.api_url`.
     public var url: String { server.url }
     /// Requests received (every one, valid or not).
     public var calls: Int { state.withLock { $0.calls } }
+    /// The most requests ever answered at once.
+    public var mostInFlight: Int { flight.withLock { $0.most } }
+    /// Seconds each answer is held back (to see concurrency).
+    public func setDelay(_ seconds: Double) { flight.withLock { $0.delay = seconds } }
 
     public init(publicKey: ES256PublicKey, keyId: String, teamId: String, receiptCA: SimulatedReceiptCA) throws {
         self.publicKey = publicKey
@@ -56,6 +61,9 @@ public final class FakeAppAttestDataServer: @unchecked Sendable {
 
     private func serve(_ fd: Int32) {
         guard let (head, body) = FakeDeviceCheckServer.readRequest(fd) else { return }
+        let delay = flight.withLock { f -> Double in f.now += 1; f.most = max(f.most, f.now); return f.delay }
+        defer { flight.withLock { $0.now -= 1 } }
+        if delay > 0 { usleep(useconds_t(delay * 1_000_000)) }
         let (status, text) = answer(head: head, body: body)
         let reason = [200: "OK", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
                       429: "Too Many Requests", 500: "Internal Server Error"][status] ?? "Status"

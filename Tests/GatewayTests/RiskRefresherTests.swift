@@ -188,6 +188,25 @@ import TestSupport
         #expect(rig.apple.calls == 1)
     }
 
+    @Test func atMostFourCallsAtOnce() async throws {
+        let rig = try Rig()
+        let now = Int64(Date().timeIntervalSince1970)
+        for _ in 0..<10 {
+            let device = try SimulatedAppAttestDevice(ca: rig.phone.ca, appId: rig.phone.device.appId, receiptCA: rig.phone.receiptCA)
+            let c = try await rig.challenge()
+            let object = try device.attest(clientDataHash: AppAttestVerifier.clientDataHash(challenge: c), now: now)
+            let body = #"{"key_id":"\#(Data(device.keyId).base64EncodedString())","attestation":"\#(Data(object).base64EncodedString())","challenge":"\#(IssuerJSON.encodeBase64(c))"}"#
+            #expect(await rig.call("exchangeAppAttestAttestation", body).status == 200)
+        }
+        rig.apple.setDelay(0.2)
+        rig.apple.queue([], fallback: .receipt(riskMetric: 1))
+        #expect(await rig.refresher.runOnce() == Self.summary(refreshed: 10))
+        #expect(rig.apple.calls == 10)
+        #expect(rig.apple.mostInFlight > 1 && rig.apple.mostInFlight <= rig.refresher.maxConcurrent,
+                "\(rig.apple.mostInFlight) at once")
+        #expect(rig.refresher.maxConcurrent == 4)
+    }
+
     @Test func noDeviceCheckKeyMeansNoRefresher() throws {
         let phone = try SimulatedIPhone()
         defer { phone.cleanUp() }
