@@ -111,6 +111,9 @@ final class ReceiptExchangeClient: Sendable {
 ///   refreshed again (its next attestation starts over).
 /// - 401/403, 429, 5xx, no answer: the app's calls pause (1 minute, doubling to `refresh`, at most an hour); the
 ///   key stays due.
+///
+/// While a key's call runs it is leased (not due for `lease` seconds), so other instances on the same store mostly
+/// skip it; the lease is not atomic across instances, so two may rarely ask Apple about one key at once.
 public final class RiskRefresher: Sendable {
     public struct Summary: Sendable, Equatable {
         public var refreshed = 0, notYet = 0, noData = 0, backedOff = 0, refused = 0, skipped = 0
@@ -118,6 +121,8 @@ public final class RiskRefresher: Sendable {
     }
 
     static let batch = 256
+    /// Seconds a key is held (not due) while its exchange runs.
+    static let lease = 600.0
     let maxConcurrent: Int
     let tick: Double
     private let apps: [String: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient)]
@@ -241,11 +246,16 @@ public final class RiskRefresher: Sendable {
         }
         if let pause = pauses.withLock({ $0[key.appId] }), now < pause.until { return .skipped }
         let interval = entry.client.risk.refresh
+        // A lease: other instances sharing the store skip the key while this call runs (not atomic across
+        // instances that read the due list at the same moment; a duplicate call then costs Apple one more answer).
+        _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: now + Self.lease)
+        let due = key.receiptRefreshAt ?? now
         let fields: [(String, LogValue)] = [("app_id", .string(key.appId))]
         switch await entry.client.exchange(key.receipt, environment: environment, now: now) {
         case .receipt(let bytes):
             resume(key.appId)
             guard let verifier = verifiers[key.appId], let publicKey = AppAttestPublicKey(uncompressedPoint: key.publicKey) else {
+                _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: nil)
                 return .skipped
             }
             do {
@@ -261,6 +271,7 @@ public final class RiskRefresher: Sendable {
                 _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: now + interval)
                 return .refused
             } catch {
+                _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: due)
                 return .backedOff
             }
         case .notYet:
@@ -276,10 +287,12 @@ public final class RiskRefresher: Sendable {
             log?.error("receipt refresh: Apple refused the DeviceCheck key: check issuer.apps[].device_check key_id and private_key",
                        fields + [("apple_status", .int(status)), ("apple_reason", .string(reason))])
             pause(key.appId, now: now, interval: interval)
+            _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: due)
             return .backedOff
         case .backOff(let why):
             log?.warning("receipt refresh: Apple unavailable, backing off", fields + [("detail", .string(why))])
             pause(key.appId, now: now, interval: interval)
+            _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: due)
             return .backedOff
         }
     }
