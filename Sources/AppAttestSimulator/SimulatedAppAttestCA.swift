@@ -61,14 +61,14 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
 
     // MARK: - OpenSSL
 
-    private static func certificate(commonName: String, serial: Int, subjectKey: SimulatorKey, issuer: OpaquePointer?,
+    static func certificate(commonName: String, serial: Int, subjectKey: SimulatorKey, issuer: OpaquePointer?,
                                     issuerKey: SimulatorKey, notBefore: Int64, notAfter: Int64, isCA: Bool,
                                     extensions: [(String, [UInt8])]) throws(SimulatorError) -> OpaquePointer {
         try certificate(commonName: commonName, serial: serial, subjectPublicKey: subjectKey.pointer, issuer: issuer,
                         issuerKey: issuerKey, notBefore: notBefore, notAfter: notAfter, isCA: isCA, extensions: extensions)
     }
 
-    private static func certificate(commonName: String, serial: Int, subjectPublicKey: OpaquePointer, issuer: OpaquePointer?,
+    static func certificate(commonName: String, serial: Int, subjectPublicKey: OpaquePointer, issuer: OpaquePointer?,
                                     issuerKey: SimulatorKey, notBefore: Int64, notAfter: Int64, isCA: Bool,
                                     extensions: [(String, [UInt8])]) throws(SimulatorError) -> OpaquePointer {
         guard let x509 = X509_new() else { throw SimulatorError("X509_new") }
@@ -114,7 +114,7 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
         return x509
     }
 
-    private static func der(_ x509: OpaquePointer) throws(SimulatorError) -> [UInt8] {
+    static func der(_ x509: OpaquePointer) throws(SimulatorError) -> [UInt8] {
         var out: UnsafeMutablePointer<UInt8>? = nil
         let length = i2d_X509(x509, &out)
         guard length > 0, let out else { ERR_clear_error(); throw SimulatorError("i2d_X509") }
@@ -122,7 +122,7 @@ public final class SimulatedAppAttestCA: @unchecked Sendable {
         return Array(UnsafeBufferPointer(start: out, count: Int(length)))
     }
 
-    private static func pem(_ der: [UInt8]) -> String {
+    static func pem(_ der: [UInt8]) -> String {
         let base64 = base64Encode(der)
         var lines: [String] = ["-----BEGIN CERTIFICATE-----"]
         var index = base64.startIndex

@@ -29,6 +29,10 @@ public final class SimulatedAppAttestDevice: @unchecked Sendable {
         public var extensions: CBORMap? = nil
         /// Leaf validity, seconds relative to the attestation's `now`.
         public var leafValidity: ClosedRange<Int64> = -60...(3 * 86_400)
+        /// `attStmt.receipt` as given (`nil`: signed by the device's receipt CA, or a placeholder without one).
+        public var receipt: [UInt8]? = nil
+        /// Changes to the receipt's fields before the receipt CA signs them.
+        public var receiptFields: (@Sendable (inout SimulatedReceiptCA.Fields) -> Void)? = nil
         /// Makes default (valid) options.
         public init() {}
     }
@@ -47,6 +51,8 @@ public final class SimulatedAppAttestDevice: @unchecked Sendable {
 
     private let key: SimulatorKey
     private let ca: SimulatedAppAttestCA
+    /// Signs the ATTEST receipt in each attestation; without one the receipt is a placeholder.
+    public let receiptCA: SimulatedReceiptCA?
     /// The App ID the device's app has.
     public let appId: AppAttestAppID
     /// The environment the key is made in (decides the AAGUID).
@@ -58,8 +64,10 @@ public final class SimulatedAppAttestDevice: @unchecked Sendable {
     private let lastCounter = Synchronization.Mutex<UInt32>(0)
 
     /// A device with a fresh P-256 key, attested under `ca`.
-    public init(ca: SimulatedAppAttestCA, appId: AppAttestAppID, environment: AppAttestEnvironment = .production) throws(SimulatorError) {
+    public init(ca: SimulatedAppAttestCA, appId: AppAttestAppID, environment: AppAttestEnvironment = .production,
+                receiptCA: SimulatedReceiptCA? = nil) throws(SimulatorError) {
         self.ca = ca
+        self.receiptCA = receiptCA
         self.appId = appId
         self.environment = environment
         key = try SimulatorKey(curve: "P-256")
@@ -84,8 +92,15 @@ public final class SimulatedAppAttestDevice: @unchecked Sendable {
                                     notAfter: now + options.leafValidity.upperBound, nonceExtension: options.nonceExtension,
                                     omitNonce: options.omitNonceExtension)
         let certificates = options.certificates?(leaf, ca.intermediateDER) ?? [leaf, ca.intermediateDER]
+        var receipt = options.receipt ?? Array("simulated receipt".utf8)
+        if options.receipt == nil, let receiptCA {
+            var fields = SimulatedReceiptCA.Fields(appId: appId.string, attestedCertificate: leaf, clientHash: clientDataHash, now: now)
+            fields.environment = environment == .production ? "production" : "sandbox"
+            options.receiptFields?(&fields)
+            receipt = try receiptCA.receipt(fields)
+        }
         let statement = CBORMap([(.text("x5c"), .array(certificates.map { .bytes($0) })),
-                                 (.text("receipt"), .bytes(Array("simulated receipt".utf8)))])
+                                 (.text("receipt"), .bytes(receipt))])
         return CBORWriter.encode(.map(CBORMap([(.text("fmt"), .text(options.format)), (.text("attStmt"), .map(statement)),
                                                (.text("authData"), .bytes(authData))])))
     }

@@ -8,6 +8,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <openssl/cms.h>
 #include <openssl/sha.h>
 #include <openssl/rand.h>
 #include <openssl/core_names.h>

@@ -183,7 +183,7 @@ extension ConfigDecoder {
         guard let f = fields(node, context, known: [
             "app_id", "team_id", "bundle_id", "app_attest", "device_check", "debug_secrets", "session_ttl", "limited_use_ttl",
             "max_exchanges_per_second",
-        ]) else { return nil }
+        ] + Self.fraudRiskAppKeys) else { return nil }
         var appId: String?
         if let v = f.value("app_id"), let text = nonEmptyString(v, "\(context).app_id") {
             switch Self.appIdProjectNumber(text) {
@@ -241,6 +241,7 @@ extension ConfigDecoder {
            let n = int(v, "\(context).max_exchanges_per_second", in: 1...1_000_000) {
             app.maxExchangesPerSecond = n
         }
+        decodeFraudRisk(f, context, into: &app)
         if appId != nil, !customTokens, app.methods.isEmpty, f.value("app_attest") == nil, f.value("device_check") == nil,
            f.value("debug_secrets") == nil {
             error(f.position, "\(context) enables no method: add app_attest, device_check, debug_secrets or custom_token_issuers")
@@ -257,7 +258,7 @@ extension ConfigDecoder {
 
     private func decodeAppAttest(_ node: Node, _ context: String) -> AppAttestAppSettings? {
         var settings = AppAttestAppSettings()
-        guard let f = fields(node, context, known: ["environments", "root_ca_file"]) else { return nil }
+        guard let f = fields(node, context, known: ["environments", "root_ca_file"] + Self.fraudRiskAppAttestKeys) else { return nil }
         if let v = f.value("environments"), let items = list(v, "\(context).environments") {
             var environments: [AppAttestEnvironment] = []
             for item in items {
@@ -276,6 +277,7 @@ extension ConfigDecoder {
                 }
             }
         }
+        decodeFraudRisk(f, context, into: &settings)
         return settings
     }
 

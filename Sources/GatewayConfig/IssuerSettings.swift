@@ -85,6 +85,10 @@ public struct IssuerAppSettings: Sendable {
     public var limitedUseTTL: Double?
     /// Exchanges of this app admitted per second (under the process ceiling); nil = the ceiling only.
     public var maxExchangesPerSecond: Int?
+    /// App Attest fraud risk: assertions from keys whose latest risk metric is above this are refused; 0 = off.
+    public var maxRiskMetric: Int = 0
+    /// Refuse assertions from keys whose risk metric is unknown (only with `max_risk_metric`).
+    public var requireRiskMetric = false
 
     public init(appId: String) { self.appId = appId }
 
@@ -111,6 +115,10 @@ public struct AppAttestAppSettings: Sendable {
     public var environments: [AppAttestEnvironment] = [.production]
     /// A PEM root certificate replacing Apple's built-in App Attestation Root CA (tests, demos); nil = Apple's.
     public var rootCAFile: String?
+    /// A PEM root certificate replacing Apple Root CA - G3 for receipts (tests, demos); nil = Apple's.
+    public var receiptRootCAFile: String?
+    /// `risk:`, the receipt refresher (docs/issuer.md "Fraud risk"); it runs only with `device_check` set.
+    public var risk = ReceiptRefreshSettings()
     public init() {}
 }
 

@@ -41,11 +41,15 @@ public final class IssuerService: Sendable {
     private let debugSecrets: [String: DebugSecrets]
     /// One App Attest verifier per app with `app_attest`, trusting Apple's root or the app's `root_ca_file`.
     private let verifiers: [String: AppAttestVerifier]
+    /// One receipt verifier per app with `app_attest` (IssuerService+Receipts.swift).
+    let receiptVerifiers: [String: AppAttestReceiptVerifier]
+    /// Exchanges receipts with Apple for a fresh risk metric, when an app has a DeviceCheck key (RiskRefresher.swift).
+    public let riskRefresher: RiskRefresher?
     /// One DeviceCheck client per app with `device_check`.
     private let deviceCheck: [String: DeviceCheckClient]
     /// The backends of `custom_token_issuers`.
     private let customIssuers: CustomTokenIssuers
-    private let log: LogSink?
+    let log: LogSink?
     /// Where the OIDC discovery document is served (normalised), and the document itself (docs/issuer.md).
     public let discoveryPath: String?
     public let discoveryDocument: [UInt8]
@@ -81,6 +85,11 @@ public final class IssuerService: Sendable {
             verifiers[app.appId] = try AppAttestVerifier(rootCertificatePEM: pem)
         }
         self.verifiers = verifiers
+        let receiptVerifiers = try Self.receiptVerifiers(settings)
+        self.receiptVerifiers = receiptVerifiers
+        riskRefresher = try (state as? IssuerReceiptState).flatMap { receiptState in
+            try RiskRefresher(settings: settings, state: receiptState, verifiers: receiptVerifiers, log: log, clock: clock)
+        }
         var deviceCheck: [String: DeviceCheckClient] = [:]
         for app in settings.apps {
             guard let dc = app.deviceCheck, let teamId = app.teamId else { continue }
@@ -118,10 +127,16 @@ public final class IssuerService: Sendable {
     }
 
     /// Starts fetching the custom-token backends' key sets.
-    public func start() { customIssuers.start() }
+    public func start() {
+        customIssuers.start()
+        riskRefresher?.start()
+    }
 
     /// Stops the key-set threads.
-    public func stop() { customIssuers.stop() }
+    public func stop() {
+        customIssuers.stop()
+        riskRefresher?.stop()
+    }
 
     /// Whether `app` may call `method`: the methods its section enables, and `exchangeCustomToken` for every app
     /// when `custom_token_issuers` is set.
@@ -306,14 +321,16 @@ public final class IssuerService: Sendable {
         } catch {
             throw Self.refusal(error)
         }
-        let key = AttestedKey(keyId: verified.keyId, appId: app.appId, publicKey: verified.publicKey.uncompressedPoint,
-                              counter: 0, environment: verified.environment.rawValue, receipt: verified.receipt,
-                              attestedAt: now)
+        let key = withVerifiedReceipt(
+            AttestedKey(keyId: verified.keyId, appId: app.appId, publicKey: verified.publicKey.uncompressedPoint,
+                        counter: 0, environment: verified.environment.rawValue, receipt: verified.receipt, attestedAt: now),
+            verified, app: app, appId: AppAttestAppID(teamId: teamId, bundleId: bundleId),
+            clientDataHash: AppAttestVerifier.clientDataHash(challenge: challenge), now: now)
         let stored: Bool
         do { stored = try await state.insertKey(key) } catch { throw .unavailable("state_unavailable") }
         guard stored else { throw .permissionDenied("key_already_attested") }
         let ttl = ttl(app, limitedUse: limitedUse)
-        let token = try mint(app, provider: "app_attest", ttl: ttl)
+        let token = try mint(app, provider: "app_attest", ttl: ttl, risk: key.riskMetric)
         return IssuerOutcome(status: 200, body: IssuerResponse.attestation(artifact: verified.keyId, token: token, ttl: ttl),
                              appId: app.appId, method: IssuerMethod.exchangeAppAttestAttestation.rawValue,
                              result: "minted", rule: "")
@@ -345,6 +362,7 @@ public final class IssuerService: Sendable {
         } catch {
             throw Self.refusal(error)
         }
+        let risk = try Self.riskVerdict(stored, app: app)
         let verdict: CounterVerdict
         do { verdict = try await state.acceptCounter(artifact, appId: app.appId, counter: verified.counter) } catch {
             throw .unavailable("state_unavailable")
@@ -355,7 +373,7 @@ public final class IssuerService: Sendable {
         case .belowWindow: throw .permissionDenied("counter_below_window")
         case .unknownKey: throw .permissionDenied("unknown_artifact")
         }
-        return try mintOutcome(app, method: .exchangeAppAttestAssertion, limitedUse: limitedUse)
+        return try mintOutcome(app, method: .exchangeAppAttestAssertion, limitedUse: limitedUse, risk: risk)
     }
 
     /// Takes the challenge (single use, bound to the app, within `challenge_ttl`) or refuses.
@@ -379,16 +397,18 @@ public final class IssuerService: Sendable {
         Int(limitedUse ? (app.limitedUseTTL ?? settings.limitedUseTTL) : (app.sessionTTL ?? settings.sessionTTL))
     }
 
-    private func mintOutcome(_ app: IssuerAppSettings, method: IssuerMethod, limitedUse: Bool) throws(IssuerError) -> IssuerOutcome {
+    private func mintOutcome(_ app: IssuerAppSettings, method: IssuerMethod, limitedUse: Bool,
+                             risk: Int? = nil) throws(IssuerError) -> IssuerOutcome {
         let ttl = ttl(app, limitedUse: limitedUse)
-        let token = try mint(app, provider: method.provider ?? "unspecified", ttl: ttl)
+        let token = try mint(app, provider: method.provider ?? "unspecified", ttl: ttl, risk: risk)
         return IssuerOutcome(status: 200, body: IssuerResponse.token(token, ttl: ttl), appId: app.appId,
                              method: method.rawValue, result: "minted", rule: "")
     }
 
     /// A token per docs/issuer.md "Minted tokens": header `{"alg":"RS256","kid","typ":"JWT"}`; claims `iss`, `sub`,
-    /// `aud` (number, then ID when set), `iat`, `exp`, `jti` (128 random bits, always) and `provider`.
-    func mint(_ app: IssuerAppSettings, provider: String, ttl: Int) throws(IssuerError) -> String {
+    /// `aud` (number, then ID when set), `iat`, `exp`, `jti` (128 random bits, always) and `provider`; `risk` (App
+    /// Attest's risk metric) when known.
+    func mint(_ app: IssuerAppSettings, provider: String, ttl: Int, risk: Int? = nil) throws(IssuerError) -> String {
         let now = Int(clock())
         var generator = SystemRandomNumberGenerator()
         let jti = Base64URL.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
@@ -397,7 +417,7 @@ public final class IssuerService: Sendable {
         let header = "{\"alg\":\"RS256\",\"kid\":\(JSONText.quote(keys.signer.kid)),\"typ\":\"JWT\"}"
         let claims = "{\"iss\":\(JSONText.quote(tokenIssuer)),\"sub\":\(JSONText.quote(app.appId))"
             + ",\"aud\":[\(audiences.joined(separator: ","))],\"iat\":\(now),\"exp\":\(now + ttl)"
-            + ",\"jti\":\"\(jti)\",\"provider\":\(JSONText.quote(provider))}"
+            + ",\"jti\":\"\(jti)\",\"provider\":\(JSONText.quote(provider))" + (risk.map { ",\"risk\":\($0)" } ?? "") + "}"
         do {
             return try TokenMinter.mintRaw(headerJSON: header, payloadJSON: claims, key: keys.signer.key)
         } catch {

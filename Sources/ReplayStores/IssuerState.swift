@@ -16,9 +16,19 @@ public struct AttestedKey: Sendable, Equatable {
     public var receipt: [UInt8]
     /// Seconds since the Unix epoch.
     public var attestedAt: Double
+    /// The risk metric of the latest verified receipt (field 17), `nil` while unknown (docs/issuer.md "Fraud risk").
+    public var riskMetric: Int? = nil
+    /// The stored receipt's not-before (field 19): Apple refreshes it no earlier.
+    public var receiptNotBefore: Double? = nil
+    /// When the receipt refresher should next exchange this key's receipt; `nil`: never (no receipt, or none to refresh).
+    public var receiptRefreshAt: Double? = nil
 
     public init(keyId: [UInt8], appId: String, publicKey: [UInt8], counter: UInt32, counterWindow: UInt64 = 0,
-                environment: String, receipt: [UInt8], attestedAt: Double) {
+                environment: String, receipt: [UInt8], attestedAt: Double, riskMetric: Int? = nil,
+                receiptNotBefore: Double? = nil, receiptRefreshAt: Double? = nil) {
+        self.riskMetric = riskMetric
+        self.receiptNotBefore = receiptNotBefore
+        self.receiptRefreshAt = receiptRefreshAt
         self.keyId = keyId
         self.appId = appId
         self.publicKey = publicKey

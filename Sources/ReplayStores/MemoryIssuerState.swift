@@ -7,13 +7,13 @@ import Synchronization
 /// finds a bound reached, at most once per second of the callers' `now`. The sweep is O(n), so it is never run per
 /// refused put: a flood at the cap costs one sweep a second, not one per request.
 public final class MemoryIssuerState: IssuerState {
-    private struct Challenge {
+    struct Challenge {
         var appId: String
         var expiresAt: Double
         var address: String
     }
 
-    private struct State {
+    struct State {
         var challenges: [[UInt8]: Challenge] = [:]
         /// Outstanding challenges per client address (entries at 0 are removed).
         var perAddress: [String: Int] = [:]
@@ -25,7 +25,7 @@ public final class MemoryIssuerState: IssuerState {
 
     /// Outstanding challenges kept at most.
     public let maxChallenges: Int
-    private let state = Mutex(State())
+    let state = Mutex(State())
     private let sweepEvery = 1024
 
     public init(maxChallenges: Int = 100_000) { self.maxChallenges = maxChallenges }

@@ -32,7 +32,7 @@ import Synchronization
 public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     private let loop: EventLoop
     private let executor: RedisCommandExecutor & RedisLifecycle
-    private let prefix: String
+    let prefix: String
     private let exited = DispatchGroup()
 
     /// Connects to `url` (as `replay.redis_url`: `redis://`, `rediss://` with `?ca_file=`, `redis+cluster://`);
@@ -122,8 +122,11 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
         let reply = try await runBytes([Array("EVAL".utf8), Array(Self.insertScript.utf8), Array("1".utf8), Array(name.utf8),
                                         Array(k.appId.utf8), k.publicKey, Array(String(k.counter).utf8),
                                         Array(k.environment.utf8), k.receipt, Array(String(k.attestedAt).utf8),
-                                        Self.windowText(k.counterWindow)], name)
-        return reply == .integer(1)
+                                        Self.windowText(k.counterWindow), Self.optionalText(k.riskMetric),
+                                        Self.optionalText(k.receiptNotBefore), Self.optionalText(k.receiptRefreshAt)], name)
+        guard reply == .integer(1) else { return false }
+        if let at = k.receiptRefreshAt { try await scheduleRefresh(keyIdHex: Self.hex(k.keyId), at: at) }
+        return true
     }
 
     public func key(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) -> AttestedKey? {
@@ -140,8 +143,10 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
               let env = text("env"), let receipt = fields["rcpt"], let at = text("at").flatMap(Double.init) else { return nil }
         // A key stored before the window existed has no `win`: nothing accepted below its highest.
         guard let window = fields["win"].map(Self.window(_:)) ?? 0 else { return nil }
+        // Keys stored before fraud risk have none of `risk`, `rnb`, `rra`; "" is nil.
         return AttestedKey(keyId: keyId, appId: appId, publicKey: pub, counter: counter, counterWindow: window,
-                           environment: env, receipt: receipt, attestedAt: at)
+                           environment: env, receipt: receipt, attestedAt: at, riskMetric: text("risk").flatMap(Int.init),
+                           receiptNotBefore: text("rnb").flatMap(Double.init), receiptRefreshAt: text("rra").flatMap(Double.init))
     }
 
     public func acceptCounter(_ keyId: [UInt8], appId: String, counter: UInt32) async throws(IssuerStateError) -> CounterVerdict {
@@ -168,7 +173,7 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     static let insertScript = """
     if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
     redis.call('HSET', KEYS[1], 'app', ARGV[1], 'pub', ARGV[2], 'ctr', ARGV[3], 'env', ARGV[4], 'rcpt', ARGV[5], 'at', ARGV[6],
-               'win', ARGV[7])
+               'win', ARGV[7], 'risk', ARGV[8], 'rnb', ARGV[9], 'rra', ARGV[10])
     return 1
     """
 
@@ -221,7 +226,7 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
 
     // MARK: plumbing
 
-    private func key(_ kind: String, _ bytes: [UInt8]) -> String {
+    func key(_ kind: String, _ bytes: [UInt8]) -> String {
         "\(prefix)\(kind):{\(Self.hex(bytes))}"
     }
 
@@ -262,11 +267,11 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
         String(max(1000, Int(((expiresAt - now) * 1000).rounded(.up))) + Self.expiryGraceMilliseconds)
     }
 
-    private func run(_ args: [String], _ routingKey: String) async throws(IssuerStateError) -> RESP.Value {
+    func run(_ args: [String], _ routingKey: String) async throws(IssuerStateError) -> RESP.Value {
         try await runBytes(args.map { Array($0.utf8) }, routingKey)
     }
 
-    private func runBytes(_ args: [[UInt8]], _ routingKey: String) async throws(IssuerStateError) -> RESP.Value {
+    func runBytes(_ args: [[UInt8]], _ routingKey: String) async throws(IssuerStateError) -> RESP.Value {
         let executor = Unchecked(self.executor)
         let loop = self.loop
         let reply: RedisReply = await withCheckedContinuation { continuation in

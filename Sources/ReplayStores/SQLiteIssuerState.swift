@@ -79,6 +79,12 @@ public final class SQLiteIssuerState: IssuerState, @unchecked Sendable {
         if try !hasColumn(db, "attested_keys", "counter_window") {
             try script(db, "ALTER TABLE attested_keys ADD COLUMN counter_window INTEGER NOT NULL DEFAULT 0;")
         }
+        // Files from before fraud risk (docs/issuer.md "Fraud risk").
+        for (column, type) in [("risk_metric", "INTEGER"), ("receipt_not_before", "REAL"), ("receipt_refresh_at", "REAL")]
+            where try !hasColumn(db, "attested_keys", column) {
+            try script(db, "ALTER TABLE attested_keys ADD COLUMN \(column) \(type);")
+        }
+        try script(db, "CREATE INDEX IF NOT EXISTS attested_keys_by_refresh ON attested_keys (receipt_refresh_at);")
         if try !hasColumn(db, "challenges", "address") {
             try script(db, "ALTER TABLE challenges ADD COLUMN address TEXT NOT NULL DEFAULT '';")
         }
@@ -145,10 +151,13 @@ public final class SQLiteIssuerState: IssuerState, @unchecked Sendable {
         try await run { (db: OpaquePointer) throws(IssuerStateError) -> Bool in
             try Self.exec(db, """
                 INSERT OR IGNORE INTO attested_keys (key_id, app_id, public_key, counter, environment, receipt, attested_at,
-                    counter_window) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    counter_window, risk_metric, receipt_not_before, receipt_refresh_at)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                 """, [
                 .blob(key.keyId), .text(key.appId), .blob(key.publicKey), .int(Int64(key.counter)), .text(key.environment),
                 .blob(key.receipt), .real(key.attestedAt), .int(Int64(bitPattern: key.counterWindow)),
+                key.riskMetric.map { .int(Int64($0)) } ?? .null, key.receiptNotBefore.map { .real($0) } ?? .null,
+                key.receiptRefreshAt.map { .real($0) } ?? .null,
             ])
             return sqlite3_changes(db) == 1
         }
@@ -157,15 +166,10 @@ public final class SQLiteIssuerState: IssuerState, @unchecked Sendable {
     public func key(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) -> AttestedKey? {
         try await run { (db: OpaquePointer) throws(IssuerStateError) -> AttestedKey? in
             try Self.step(db, """
-                SELECT public_key, counter, environment, receipt, attested_at, counter_window FROM attested_keys
+                SELECT public_key, counter, environment, receipt, attested_at, counter_window, risk_metric,
+                    receipt_not_before, receipt_refresh_at, key_id, app_id FROM attested_keys
                 WHERE key_id = ?1 AND app_id = ?2
-                """, [.blob(keyId), .text(appId)]) { stmt in
-                AttestedKey(keyId: keyId, appId: appId, publicKey: Self.blob(stmt, 0),
-                            counter: UInt32(truncatingIfNeeded: sqlite3_column_int64(stmt, 1)),
-                            counterWindow: UInt64(bitPattern: sqlite3_column_int64(stmt, 5)),
-                            environment: String(cString: sqlite3_column_text(stmt, 2)), receipt: Self.blob(stmt, 3),
-                            attestedAt: sqlite3_column_double(stmt, 4))
-            }
+                """, [.blob(keyId), .text(appId)]) { stmt in Self.attestedKey(stmt) }
         }
     }
 
@@ -199,10 +203,10 @@ public final class SQLiteIssuerState: IssuerState, @unchecked Sendable {
 
     // MARK: plumbing
 
-    enum Value { case blob([UInt8]), text(String), int(Int64), real(Double) }
+    enum Value { case blob([UInt8]), text(String), int(Int64), real(Double), null }
 
     /// Runs `body` on the store's queue; SQLite errors become `IssuerStateError` (503 for the exchange).
-    private func run<T: Sendable>(_ body: @escaping @Sendable (OpaquePointer) throws(IssuerStateError) -> T) async throws(IssuerStateError) -> T {
+    func run<T: Sendable>(_ body: @escaping @Sendable (OpaquePointer) throws(IssuerStateError) -> T) async throws(IssuerStateError) -> T {
         let result: Result<T, IssuerStateError> = await withCheckedContinuation { continuation in
             queue.async { [self] in
                 guard let db else { return continuation.resume(returning: .failure(IssuerStateError("issuer state is closed"))) }
@@ -269,6 +273,8 @@ public final class SQLiteIssuerState: IssuerState, @unchecked Sendable {
                 sqlite3_bind_int64(stmt, index, n)
             case .real(let d):
                 sqlite3_bind_double(stmt, index, d)
+            case .null:
+                sqlite3_bind_null(stmt, index)
             }
         }
         var result: R?

@@ -95,7 +95,7 @@ public final class FakeDeviceCheckServer: @unchecked Sendable {
     }
 
     /// One request: the head (without the blank line) and a `Content-Length` body; nil on a malformed request.
-    private static func readRequest(_ fd: Int32) -> (String, [UInt8])? {
+    static func readRequest(_ fd: Int32) -> (String, [UInt8])? {
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         let deadline = Date().addingTimeInterval(10)

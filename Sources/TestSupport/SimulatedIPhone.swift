@@ -15,15 +15,23 @@ public final class SimulatedIPhone: @unchecked Sendable {
     public let device: SimulatedAppAttestDevice
     /// A PEM file holding the CA's root, removed by `cleanUp()`.
     public let rootCAPath: String
+    /// The test receipt CA signing the ATTEST receipt in each attestation (Apple's would be Apple Root CA - G3).
+    public let receiptCA: SimulatedReceiptCA
+    /// A PEM file holding the receipt CA's root (for `receipt_root_ca_file`), removed by `cleanUp()`.
+    public let receiptRootCAPath: String
 
     /// A CA made now and a device for `teamId.bundleId` in `environment`.
     public init(teamId: String = "ABCDE12345", bundleId: String = "com.example.app",
                 environment: AppAttestEnvironment = .production) throws {
         let now = Int64(Date().timeIntervalSince1970)
         ca = try SimulatedAppAttestCA(now: now)
-        device = try SimulatedAppAttestDevice(ca: ca, appId: AppAttestAppID(teamId: teamId, bundleId: bundleId), environment: environment)
+        receiptCA = try SimulatedReceiptCA(now: now)
+        device = try SimulatedAppAttestDevice(ca: ca, appId: AppAttestAppID(teamId: teamId, bundleId: bundleId), environment: environment,
+                                              receiptCA: receiptCA)
         rootCAPath = FileManager.default.temporaryDirectory.appendingPathComponent("appattest-root-\(UUID().uuidString).pem").path
         try ca.rootPEM.write(toFile: rootCAPath, atomically: true, encoding: .utf8)
+        receiptRootCAPath = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-root-\(UUID().uuidString).pem").path
+        try receiptCA.rootPEM.write(toFile: receiptRootCAPath, atomically: true, encoding: .utf8)
     }
 
     /// `key_id` as the client sends it.
@@ -44,5 +52,8 @@ public final class SimulatedIPhone: @unchecked Sendable {
     }
 
     /// Removes the root CA file.
-    public func cleanUp() { try? FileManager.default.removeItem(atPath: rootCAPath) }
+    public func cleanUp() {
+        try? FileManager.default.removeItem(atPath: rootCAPath)
+        try? FileManager.default.removeItem(atPath: receiptRootCAPath)
+    }
 }

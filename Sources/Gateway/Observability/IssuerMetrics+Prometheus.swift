@@ -15,3 +15,14 @@ extension IssuerMetrics {
         for rule in Self.limitRules { t.sample("appcheck_issuer_limited_total", [("rule", rule)], limited[rule] ?? 0) }
     }
 }
+
+extension RiskRefresher {
+    /// Adds `appcheck_issuer_receipt_refresh_total` to a scrape.
+    func render(_ t: inout MetricsText) {
+        t.family("appcheck_issuer_receipt_refresh_total", "counter",
+                 "App Attest receipt exchanges with Apple by app and result (refreshed, not_yet, no_data, backed_off, refused).")
+        for (appId, result, count) in refreshCounts() {
+            t.sample("appcheck_issuer_receipt_refresh_total", [("app_id", appId), ("result", result)], count)
+        }
+    }
+}

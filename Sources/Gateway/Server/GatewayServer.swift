@@ -82,6 +82,7 @@ public final class GatewayServer: @unchecked Sendable {
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
             dashboard.issuerExchanges.withLock { $0 = { now in metrics.exchanges(at: now) } }
+            if let refresher = service.riskRefresher { metricsCollector.addSource { t in refresher.render(&t) } }
         }
         let shared = self.shared
         metricsCollector.addSource { t in

@@ -1,0 +1,100 @@
+import Foundation
+import JSONLog
+import Testing
+import TestSupport
+@testable import ReplayStores
+
+/// The receipt side of the issuer's state (docs/issuer.md "Fraud risk") in memory, SQLite and Redis: the receipt,
+/// risk metric, not-before and refresh time are kept with the key, replaced by newer receipts, and the keys due
+/// for a refresh are listed earliest first; old files and old Redis hashes read as "unknown".
+@Suite struct IssuerReceiptStateTests {
+    static let app = IssuerStateTests.app
+
+    static func exercise(_ state: IssuerReceiptState) async throws {
+        var a = IssuerStateTests.key(21)
+        a.riskMetric = 2
+        a.receiptNotBefore = 1_800_000_500
+        a.receiptRefreshAt = 1_800_000_100
+        var b = IssuerStateTests.key(22)
+        b.receiptRefreshAt = 1_800_000_050
+        let c = IssuerStateTests.key(23)  // no receipt to refresh
+        for k in [a, b, c] { #expect(try await state.insertKey(k) == true) }
+        #expect(try await state.key(a.keyId, appId: app) == a, "metric, not-before and refresh time round-trip")
+        #expect(try await state.key(c.keyId, appId: app) == c)
+
+        #expect(try await state.keysDueForRefresh(now: 1_800_000_000, limit: 10).isEmpty)
+        #expect(try await state.keysDueForRefresh(now: 1_800_000_100, limit: 10).map(\.keyId) == [b.keyId, a.keyId])
+        #expect(try await state.keysDueForRefresh(now: 1_800_000_100, limit: 1).map(\.keyId) == [b.keyId])
+
+        #expect(try await state.storeReceipt(b.keyId, appId: app, receipt: [9, 9], riskMetric: 4, notBefore: 1_800_086_400,
+                                             refreshAt: 1_800_086_400) == true)
+        let refreshed = try #require(try await state.key(b.keyId, appId: app))
+        #expect((refreshed.receipt, refreshed.riskMetric, refreshed.receiptNotBefore, refreshed.receiptRefreshAt)
+                == ([9, 9], 4, 1_800_086_400, 1_800_086_400))
+        #expect(refreshed.counter == b.counter, "the counter is untouched")
+        #expect(try await state.keysDueForRefresh(now: 1_800_000_100, limit: 10).map(\.keyId) == [a.keyId])
+
+        #expect(try await state.scheduleRefresh(a.keyId, appId: app, at: nil) == true)
+        #expect(try await state.keysDueForRefresh(now: 1_900_000_000, limit: 10).map(\.keyId) == [b.keyId])
+        #expect(try await state.key(a.keyId, appId: app)?.receipt == a.receipt, "a schedule change keeps the receipt")
+        #expect(try await state.scheduleRefresh(a.keyId, appId: app, at: 1_800_000_200) == true)
+        #expect(try await state.keysDueForRefresh(now: 1_900_000_000, limit: 10).map(\.keyId) == [a.keyId, b.keyId])
+
+        #expect(try await state.storeReceipt(a.keyId, appId: "1:123456789012:ios:ffff", receipt: [1], riskMetric: 1,
+                                             notBefore: nil, refreshAt: nil) == false, "another app's key is not touched")
+        #expect(try await state.scheduleRefresh([UInt8](repeating: 99, count: 32), appId: app, at: 1) == false)
+        #expect(try await state.key(a.keyId, appId: app)?.riskMetric == 2)
+    }
+
+    @Test func memory() async throws {
+        try await Self.exercise(MemoryIssuerState())
+    }
+
+    @Test func sqliteSurvivesReopeningAndMigratesOldFiles() async throws {
+        let path = IssuerStateTests.temporaryPath()
+        defer { IssuerStateTests.remove(path) }
+        try await Self.exercise(try SQLiteIssuerState(path: path))
+        let reopened = try SQLiteIssuerState(path: path)
+        #expect(try await reopened.key(IssuerStateTests.key(22).keyId, appId: Self.app)?.riskMetric == 4)
+        #expect(try await reopened.keysDueForRefresh(now: 1_900_000_000, limit: 10).count == 2)
+
+        let old = IssuerStateTests.temporaryPath()
+        defer { IssuerStateTests.remove(old) }
+        let keyHex = String(repeating: "07", count: 32), pubHex = "04" + String(repeating: "07", count: 64)
+        let made = try BoundedCommand.run("/usr/bin/sqlite3", [old, """
+            CREATE TABLE attested_keys (key_id BLOB NOT NULL, app_id TEXT NOT NULL, public_key BLOB NOT NULL,
+                counter INTEGER NOT NULL, environment TEXT NOT NULL, receipt BLOB NOT NULL, attested_at REAL NOT NULL,
+                counter_window INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (key_id));
+            INSERT INTO attested_keys VALUES (X'\(keyHex)', '\(Self.app)', X'\(pubHex)', 0, 'production', X'010203', 1800000000, 0);
+            """])
+        #expect(made.status == 0, "\(made)")
+        let migrated = try SQLiteIssuerState(path: old)
+        #expect(try await migrated.key(IssuerStateTests.key(7).keyId, appId: Self.app) == IssuerStateTests.key(7),
+                "an old key has no metric and is never due")
+        #expect(try await migrated.keysDueForRefresh(now: 2_000_000_000, limit: 10).isEmpty)
+        #expect(try await migrated.storeReceipt(IssuerStateTests.key(7).keyId, appId: Self.app, receipt: [5], riskMetric: 1,
+                                                notBefore: nil, refreshAt: 5) == true)
+        #expect(try await migrated.key(IssuerStateTests.key(7).keyId, appId: Self.app)?.riskMetric == 1)
+    }
+
+    @Test func redisSurvivesReopeningAndReadsOldHashes() async throws {
+        let server = try RedisServerProcess()
+        defer { server.stop() }
+        let state = try IssuerStateTests.redisState(server)
+        try await Self.exercise(state)
+        state.close()
+        let reopened = try IssuerStateTests.redisState(server)
+        defer { reopened.close() }
+        #expect(try await reopened.key(IssuerStateTests.key(22).keyId, appId: Self.app)?.riskMetric == 4)
+        #expect(try await reopened.keysDueForRefresh(now: 1_900_000_000, limit: 10).count == 2)
+        // A hash from before fraud risk has none of the new fields.
+        let k = IssuerStateTests.key(24)
+        #expect(try await reopened.insertKey(k) == true)
+        _ = try server.cli(["HDEL", "appcheck:issuer:k:{" + String(repeating: "18", count: 32) + "}", "risk", "rnb", "rra"])
+        #expect(try await reopened.key(k.keyId, appId: Self.app) == k)
+        // A due member whose key is gone is dropped when met.
+        _ = try server.cli(["DEL", "appcheck:issuer:k:{" + String(repeating: "16", count: 32) + "}"])
+        #expect(try await reopened.keysDueForRefresh(now: 1_900_000_000, limit: 10).count == 1)
+        #expect(try server.cli(["ZCARD", "appcheck:issuer:receipts_due"]).contains("1"))
+    }
+}
