@@ -55,11 +55,11 @@ final class H2StreamExchange: ExchangeResponder {
         exchange?.receiveEnd()
     }
 
-    func checkBufferedBody(exchange: Exchange) -> Bool { true }
+    /// DATA is handed over as it arrives: nothing is held unseen.
+    func bufferedBodyProblem(maxBodyBytes: Int64) -> HTTPParseError? { nil }
 
-    func requestBodyWanted(exchange: Exchange) {}
-
-    func requestBodyDrained(exchange: Exchange) {
+    /// Whatever the exchange held back is acknowledged now, so the client may send more.
+    func resumeInput(exchange: Exchange) {
         guard unconsumed > 0 else { return }
         connection.consume(streamID, unconsumed)
         unconsumed = 0
@@ -68,7 +68,7 @@ final class H2StreamExchange: ExchangeResponder {
 
     // MARK: response (ExchangeResponder)
 
-    func respondHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) {
+    func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
         var list = H2HeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
@@ -77,17 +77,16 @@ final class H2StreamExchange: ExchangeResponder {
         var endStream = false
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
+        return connection.acceptsMore(streamID)
     }
 
-    func acceptsResponseBody(exchange ex: Exchange) -> Bool { connection.acceptsMore(streamID) }
-
-    func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
+    func writePart(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
         connection.sendData(streamID, data, endStream: false)
         connection.streamProgressed()
         return connection.acceptsMore(streamID)
     }
 
-    func respondEnd(exchange ex: Exchange) {
+    func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
         connection.sendData(streamID, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
         connection.streamProgressed()
     }
@@ -142,14 +141,14 @@ final class H2StreamExchange: ExchangeResponder {
 
     private func bodyTimerFired() {
         guard let timer = bodyTimer, bodyDeadline != 0, let ex = exchange, !ex.finished, !ex.bodyEnded else { return }
-        if context.loop.now < bodyDeadline || ex.isAdmitting || unconsumed > 0 {
-            // Early, or the client is held back by flow control (we have not acknowledged its DATA yet).
-            if context.loop.now >= bodyDeadline { bodyDeadline = context.loop.now + context.runtime.bodyTimeoutNS }
+        let now = context.loop.now
+        // Early, or (the exchange says) the client is held back by flow control: we have not acknowledged its DATA.
+        if now < bodyDeadline || !ex.bodyTimedOut() {
+            if now >= bodyDeadline { bodyDeadline = now + context.runtime.bodyTimeoutNS }
             context.loop.schedule(timer, at: bodyDeadline)
             return
         }
         bodyDeadline = 0
-        ex.bodyTimedOut()
         connection.streamProgressed()
     }
 

@@ -92,6 +92,7 @@ final class LoopContext {
         // One hook, and unowned(unsafe): the context lives as long as its loop runs, and a checked unowned or strong
         // capture would cost a reference-count round trip on every batch of events.
         loop.afterBatch.append { [unowned(unsafe) self] in
+            self.runInputTurns()
             self.flushH2Connections()
             self.flushLog()
         }
@@ -296,7 +297,7 @@ final class LoopContext {
             line.field("upstream_ms", raw: "null")
         }
         let ac = ex.appCheck
-        if ex.stage == .clientClosed {
+        if ex.closedByClient {
             // The log line only: metrics and the dashboard keep the App Check category.
             line.field("outcome", "client_closed")
             line.field("reason", "client_closed")
@@ -340,6 +341,22 @@ final class LoopContext {
 
     func scheduleMemoryTrim() {
         if !trimTimer.isArmed { loop.schedule(trimTimer, at: loop.now + 1_000_000_000) }
+    }
+
+    /// HTTP/1.1 connections whose exchange finished outside their own input loop with a next request waiting
+    /// (`ClientConnection.scheduleInputTurn`): each takes it at the end of the batch.
+    private var inputTurns: [ClientConnection] = []
+
+    func scheduleInputTurn(_ connection: ClientConnection) {
+        inputTurns.append(connection)
+    }
+
+    private func runInputTurns() {
+        while !inputTurns.isEmpty {
+            let due = inputTurns
+            inputTurns.removeAll(keepingCapacity: true)
+            for connection in due { connection.inputTurnDue() }
+        }
     }
 
     func scheduleFlush(_ connection: H2Connection) {
