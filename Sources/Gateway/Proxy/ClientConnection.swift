@@ -5,7 +5,7 @@ import HTTPWire
 /// A downstream HTTP/1.1 connection (RFC 9112), the HTTP/1.1 adapter of `Exchange`: it parses request heads one at
 /// a time, decodes the body framing, and writes what the exchange answers in HTTP/1.1 (status line, chunked or
 /// close-delimited bodies, `100 Continue`, keep-alive). Pipelined requests wait in the input buffer until the
-/// response before them is complete. Its deadlines are `ClientTimeouts`.
+/// response before them is complete. Its deadlines are `RequestDeadlines`.
 ///
 /// Backpressure (`Backpressure`): reading from the client stops while the exchange holds its body (the upstream's send
 /// buffer is above `highWater`), and reading from the upstream stops while this connection's send buffer is.
@@ -49,7 +49,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private var bodyFraming = RequestBodyState.none
     /// How the current response's body is framed towards the client.
     private var responseFraming = ClientResponseFraming.pending
-    private var timeouts: ClientTimeouts
+    private var timeouts: RequestDeadlines
     private var timer: LoopTimer!
     private var headStarted = false
     /// The connection is in the worker's table until `close()`.
@@ -72,9 +72,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         parser = HTTPRequestHeadParser(limits: runtime.parserLimits)
         var tls = false
         if case .tls = transport { tls = true }
-        timeouts = ClientTimeouts(limits: .init(header: runtime.headerTimeoutNS, body: runtime.bodyTimeoutNS,
-                                                idle: runtime.idleTimeoutNS),
-                                  now: context.loop.now, tls: tls)
+        timeouts = RequestDeadlines(limits: .init(runtime), now: context.loop.now, tls: tls)
         // Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
         // connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
         // `syncTimer` never arms it once closed, so it never fires for a connection that is gone.

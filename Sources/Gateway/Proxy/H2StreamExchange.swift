@@ -16,11 +16,13 @@ final class H2StreamExchange: ExchangeResponder {
     private var unconsumed = 0
     /// `body_timeout`: armed while the request body is still coming, pushed back by every DATA frame.
     private var bodyTimer: LoopTimer?
-    private var bodyDeadline: UInt64 = 0
+    private var deadlines: RequestDeadlines
 
     init(streamID: Int32, connection: H2Connection) {
         self.streamID = streamID
         self.connection = connection
+        deadlines = RequestDeadlines(limits: .init(connection.context.runtime), now: connection.context.loop.now)
+        deadlines.headComplete()
     }
 
     var peerIP: String { connection.peerIP }
@@ -123,8 +125,8 @@ final class H2StreamExchange: ExchangeResponder {
     // MARK: body_timeout
 
     private func bodyProgressed() {
-        let at = context.loop.now + context.runtime.bodyTimeoutNS
-        bodyDeadline = at
+        deadlines.bodyProgressed(now: context.loop.now)
+        let at = deadlines.deadline
         let timer: LoopTimer
         if let t = bodyTimer { timer = t } else {
             timer = LoopTimer { [weak self] in self?.bodyTimerFired() }
@@ -135,21 +137,28 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     private func stopBodyTimer() {
-        bodyDeadline = 0
+        deadlines.requestComplete()
         if let t = bodyTimer { context.loop.cancel(t) }
     }
 
     private func bodyTimerFired() {
-        guard let timer = bodyTimer, bodyDeadline != 0, let ex = exchange, !ex.finished, !ex.bodyEnded else { return }
+        guard let timer = bodyTimer, let ex = exchange, !ex.finished, !ex.bodyEnded else { return }
         let now = context.loop.now
-        // Early, or (the exchange says) the client is held back by flow control: we have not acknowledged its DATA.
-        if now < bodyDeadline || !ex.bodyTimedOut() {
-            if now >= bodyDeadline { bodyDeadline = now + context.runtime.bodyTimeoutNS }
-            context.loop.schedule(timer, at: bodyDeadline)
+        switch deadlines.fire(now: now, readPaused: false, responseStarted: false) {
+        case .reschedule(let at):
+            context.loop.schedule(timer, at: at)
+        case .requestTimeout, .abort:
+            if ex.bodyTimedOut() {
+                deadlines.requestComplete()
+                connection.streamProgressed()
+            } else {
+                // The client is held back by flow control (we have not acknowledged its DATA): not its stall.
+                deadlines.bodyProgressed(now: now)
+                context.loop.schedule(timer, at: deadlines.deadline)
+            }
+        case .none, .close:
             return
         }
-        bodyDeadline = 0
-        connection.streamProgressed()
     }
 
     // MARK: answers of our own
