@@ -331,3 +331,16 @@ import Testing
         #expect(MemoryLayout<State>.size <= 4)
     }
 }
+
+@Suite struct AppCheckOutcomeTests {
+    /// Metrics count a category by its raw value: it must be its index in `LoopMetrics.outcomes`, whose names are
+    /// the metric labels and the log lines' `outcome`.
+    @Test func categoryRawValuesAreTheMetricIndices() {
+        #expect(AppCheckOutcome.Category.allCases.count == LoopMetrics.outcomes.count)
+        for category in AppCheckOutcome.Category.allCases {
+            #expect(LoopMetrics.outcomes[Int(category.rawValue)] == category.name)
+            #expect(LoopMetrics.outcomeIndex(category.name) == Int(category.rawValue))
+        }
+        #expect(AppCheckOutcome.Status.allCases.map(\.name) == ["verified", "missing", "invalid", "reused", "skipped"])
+    }
+}

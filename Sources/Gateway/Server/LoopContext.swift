@@ -213,7 +213,7 @@ final class LoopContext {
                            seconds: seconds)
             }
             if ex.appCheckRan {
-                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome,
+                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome.name,
                                          reason: ex.appCheck.reason, appId: ex.appCheck.appId)
             }
         } else {
@@ -246,9 +246,10 @@ final class LoopContext {
     /// `status` nil: the caller counts the status itself.
     private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int?, seconds: Double) {
         r.mode = ex.mode
-        if ex.appCheckRan, let i = LoopMetrics.outcomeIndex(ex.appCheck.outcome) {
-            r.outcomes[i] += 1
-            if ex.appCheck.outcome != "verified" && ex.appCheck.outcome != "skipped", let reason = ex.appCheck.reason {
+        if ex.appCheckRan {
+            let outcome = ex.appCheck.outcome
+            r.outcomes[Int(outcome.rawValue)] += 1
+            if outcome != .verified && outcome != .skipped, let reason = ex.appCheck.reason {
                 r.rejections[reason, default: 0] += 1
             }
         }
@@ -302,16 +303,16 @@ final class LoopContext {
             line.field("outcome", "client_closed")
             line.field("reason", "client_closed")
         } else {
-            line.field("outcome", ex.appCheckRan ? ac.outcome : nil)
+            line.field("outcome", ex.appCheckRan ? ac.outcome.name : nil)
             line.field("reason", ac.reason)
         }
         line.field("app_id", ac.appId)
         let app: String
         switch ac.status {
-        case "verified": app = "VALID"
-        case "missing": app = "MISSING"
-        case "skipped": app = ac.tokenSHA256 == nil ? "MISSING" : "INVALID"
-        default: app = "INVALID"
+        case .verified: app = "VALID"
+        case .missing: app = "MISSING"
+        case .skipped: app = ac.tokenSHA256 == nil ? "MISSING" : "INVALID"
+        case .invalid, .reused: app = "INVALID"
         }
         line.field("verifications", raw: "{\"app\":\"\(app)\"}")
         line.field("token_sha256", ac.tokenSHA256)
