@@ -163,7 +163,9 @@ final class Exchange: UpstreamOwner {
             // An `off` route skips the step without handing it the route (a copy of `RouteSettings` retains each
             // of its fields); the step answers the same for it.
             if routes!.routes[routeIndex].enforcement == .off {
-                admitted(AppCheckDecision(outcome: .skipped))
+                // `appCheck` is already `.skipped`.
+                appCheckRan = true
+                passed()
                 return
             }
             context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex)) { decision in
@@ -191,6 +193,11 @@ final class Exchange: UpstreamOwner {
                          retryAfter: rejection.retryAfter)
             return
         }
+        passed()
+    }
+
+    /// The request may go to the upstream.
+    private func passed() {
         // Body bytes the adapter already holds (an HTTP/1.1 chunked body) are checked before the upstream sees
         // anything, so a malformed or oversized first chunk is refused without a word to the upstream.
         if let responder, let problem = responder.bufferedBodyProblem(maxBodyBytes: machine.maxBodyBytes) {
@@ -349,11 +356,8 @@ final class Exchange: UpstreamOwner {
             upstream = nil
             responder?.writeEnd(requestComplete: requestComplete, exchange: self)
             finish()
-        case .answer(let close):
-            // `pendingAnswer` was set by `respondError` or `builtinAnswered`, just before.
-            let answer = pendingAnswer
-            pendingAnswer = nil
-            writeAnswer(answer, close: close)
+        case .answer:
+            preconditionFailure("an answer of our own carries its body: see answer(_:close:)")
         case .answerUpstreamFailure(let kind, let close):
             upstream = nil
             let answer: PendingAnswer
@@ -397,8 +401,7 @@ final class Exchange: UpstreamOwner {
     private func builtinAnswered(_ response: BuiltinResponse, close: Bool) {
         guard !machine.isDone else { return }
         logFields = response.logFields
-        pendingAnswer = PendingAnswer(status: response.status, headers: response.headers, body: response.body)
-        perform(machine.answer(close: close))
+        answer(PendingAnswer(status: response.status, headers: response.headers, body: response.body), close: close)
     }
 
     /// A refusal of the exchange's own, in the handler's words when it has them; the connection closes (the body
@@ -482,9 +485,6 @@ final class Exchange: UpstreamOwner {
         var body: [UInt8]
     }
 
-    /// The answer being given (between `respondError`/`builtinAnswered` and the machine's `.answer` action).
-    private var pendingAnswer: PendingAnswer?
-
     private func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil) -> PendingAnswer {
         var headers = [("Content-Type", "application/json")]
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
@@ -499,24 +499,28 @@ final class Exchange: UpstreamOwner {
     /// response is cut instead. `close`: the connection closes after it even when the request body was read whole.
     func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil) {
         guard !machine.isDone else { return }
-        pendingAnswer = errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter)
-        perform(machine.answer(close: close))
+        answer(errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter), close: close)
     }
 
-    private func writeAnswer(_ answer: PendingAnswer?, close: Bool) {
+    /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.
+    private func answer(_ answer: PendingAnswer, close: Bool) {
+        switch machine.answer(close: close) {
+        case .answer(let close): writeAnswer(answer, close: close)
+        case let other: perform(other)
+        }
+    }
+
+    private func writeAnswer(_ answer: PendingAnswer, close: Bool) {
         upstream?.abandon()
         upstream = nil
-        if let answer {
-            status = answer.status
-            responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
-                                       close: close, exchange: self)
-        }
+        status = answer.status
+        responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
+                                   close: close, exchange: self)
         finish()
     }
 
     private func finish() {
-        pendingBody = []
-        pendingAnswer = nil
+        if !pendingBody.isEmpty { pendingBody = [] }
         releaseBuiltinBody()
         context.record(self)
         let r = responder

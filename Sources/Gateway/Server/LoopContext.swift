@@ -352,7 +352,10 @@ final class LoopContext {
         inputTurns.append(connection)
     }
 
+    /// Runs after every batch of events: the common case (nothing queued) is one check.
+    @inline(__always)
     private func runInputTurns() {
+        if inputTurns.isEmpty { return }
         while !inputTurns.isEmpty {
             let due = inputTurns
             inputTurns.removeAll(keepingCapacity: true)
