@@ -58,9 +58,6 @@ final class Exchange: UpstreamOwner {
     var bodyEnded: Bool { machine.requestComplete }
     /// A response head (the upstream's or our own) has gone to the client.
     var headSent: Bool { machine.responseStarted }
-    /// True while admission and the App Check step decide (body bytes are held, not refused).
-    var isAdmitting: Bool { machine.isAdmitting }
-    var maxBodyBytes: Int64 { machine.maxBodyBytes }
     /// Cancelled because the client went away; logged with `outcome` and `reason` `client_closed`.
     var closedByClient: Bool { machine.ending == .clientClosed }
 
