@@ -3,34 +3,34 @@
 import Testing
 
 /// The connection and pool state machines alone: no socket, no loop, a manual clock (plain numbers).
-@Suite struct ClientTimeoutsTests {
-    static let limits = ClientTimeouts.Limits(header: 10, body: 20, idle: 30)
+@Suite struct RequestDeadlinesTests {
+    static let limits = RequestDeadlines.Limits(header: 10, body: 20, idle: 30)
 
     @Test func silentPlainConnectionIsClosedAfterHeaderTimeoutFromAccept() {
-        var t = ClientTimeouts(limits: Self.limits, now: 100, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 100, tls: false)
         #expect(t.deadline == 110)
         do { let action = t.fire(now: 109, readPaused: false, responseStarted: false); #expect(action == .reschedule(110)) }
         do { let action = t.fire(now: 110, readPaused: false, responseStarted: false); #expect(action == .close) }
     }
 
     @Test func handshakeMustFinishWithinHeaderTimeoutThenIdleTimeoutApplies() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: true)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: true)
         do { let action = t.fire(now: 10, readPaused: false, responseStarted: false); #expect(action == .abort) }
-        var u = ClientTimeouts(limits: Self.limits, now: 0, tls: true)
+        var u = RequestDeadlines(limits: Self.limits, now: 0, tls: true)
         u.handshakeDone(now: 5)
         #expect(u.deadline == 35)
         do { let action = u.fire(now: 35, readPaused: false, responseStarted: false); #expect(action == .close) }
     }
 
     @Test func slowHeadGets408HeaderTimeoutCountedFromItsFirstByte() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: false)
         t.headStarted(now: 8)
         do { let action = t.fire(now: 10, readPaused: false, responseStarted: false); #expect(action == .reschedule(18)) }
         do { let action = t.fire(now: 18, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "header_timeout")) }
     }
 
     @Test func noClientDeadlineWhileTheUpstreamAnswers() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: false)
         t.headStarted(now: 1)
         t.headComplete()
         #expect(t.deadline == 0)
@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func bodyTimeoutIsTheGapBetweenReads() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: false)
         t.headStarted(now: 0)
         t.headComplete()
         t.bodyProgressed(now: 5)
@@ -48,14 +48,14 @@ import Testing
     }
 
     @Test func bodyTimeoutWaitsWhileTheUpstreamHoldsReadingBack() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: false)
         t.bodyProgressed(now: 0)
         do { let action = t.fire(now: 20, readPaused: true, responseStarted: false); #expect(action == .reschedule(40)) }
         do { let action = t.fire(now: 40, readPaused: false, responseStarted: true); #expect(action == .abort) }
     }
 
     @Test func completeRequestStopsTheBodyDeadlineAndIdleFollowsTheResponse() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: false)
         t.bodyProgressed(now: 0)
         t.requestComplete()
         #expect(t.state == .busy)
@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func closedConnectionIgnoresTheTimer() {
-        var t = ClientTimeouts(limits: Self.limits, now: 0, tls: false)
+        var t = RequestDeadlines(limits: Self.limits, now: 0, tls: false)
         t.closed()
         do { let action = t.fire(now: 1_000, readPaused: false, responseStarted: false); #expect(action == .none) }
     }
@@ -171,5 +171,51 @@ import Testing
         recent.add(at: start + 168 * 3600 + 30 * 3600)
         #expect(recent.windows(at: start + 198 * 3600) == (1, 1, 1))
         #expect(recent.total == 4)
+    }
+}
+
+/// The same deadlines as an HTTP/2 connection and stream use them.
+@Suite struct RequestDeadlinesHTTP2Tests {
+    static let limits = RequestDeadlines.Limits(header: 10, body: 20, idle: 30)
+
+    @Test func aConnectionWaitsHeaderTimeoutForItsFirstStreamThenIdleTimeoutBetweenStreams() {
+        var d = RequestDeadlines(limits: Self.limits, now: 0)
+        d.awaitFirstRequest(now: 5)
+        #expect(d.deadline == 15)
+        do { let action = d.fire(now: 15, readPaused: false, responseStarted: false); #expect(action == .close) }
+        d.headComplete()
+        do { let action = d.fire(now: 1_000, readPaused: false, responseStarted: false); #expect(action == .none) }
+        d.awaitNextRequest(now: 1_000)
+        do { let action = d.fire(now: 1_010, readPaused: false, responseStarted: false); #expect(action == .reschedule(1_030)) }
+        do { let action = d.fire(now: 1_030, readPaused: false, responseStarted: false); #expect(action == .close) }
+    }
+
+    @Test func aStreamsBodyGapRunsFromEachDataFrameAndStopsAtItsEnd() {
+        var d = RequestDeadlines(limits: Self.limits, now: 0)
+        d.headComplete()
+        d.bodyProgressed(now: 3)
+        d.bodyProgressed(now: 15)
+        do { let action = d.fire(now: 23, readPaused: false, responseStarted: false); #expect(action == .reschedule(35)) }
+        do { let action = d.fire(now: 35, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "body_timeout")) }
+        var e = RequestDeadlines(limits: Self.limits, now: 0)
+        e.bodyProgressed(now: 0)
+        e.requestComplete()
+        do { let action = e.fire(now: 1_000, readPaused: false, responseStarted: false); #expect(action == .none) }
+    }
+
+    /// The deadline says when; the exchange says what it means: nothing while the client's input is held.
+    @Test func anExpiredBodyGapIsTheExchangesToJudge() {
+        var d = RequestDeadlines(limits: Self.limits, now: 0)
+        var m = ExchangeStateMachine(bodyFollows: true, expectContinue: false, retryableMethod: false)
+        m.maxBodyBytes = 1 << 20
+        d.bodyProgressed(now: 0)
+        _ = m.appCheckPassed()
+        _ = m.upstreamConnected(backlog: Backpressure.highWater + 1)
+        do { let action = d.fire(now: 20, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "body_timeout")) }
+        #expect(m.deadline() == .deferDeadline)
+        d.bodyProgressed(now: 20)
+        #expect(m.upstreamDrained() == .resumeInput)
+        do { let action = d.fire(now: 40, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "body_timeout")) }
+        #expect(m.deadline() == .answerTimeout)
     }
 }

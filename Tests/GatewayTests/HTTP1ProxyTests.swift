@@ -96,6 +96,24 @@ import TestSupport
         #expect(h.upstream.requestCount == 4)
     }
 
+    /// Pipelined requests behind one the upstream answers start on the connection's own turn (issue 22.3): also when
+    /// more than `max_header_bytes` of them wait, so that reading paused behind the first, and when one of them is
+    /// answered by the gateway itself in the middle.
+    @Test func pipelinedRequestsBehindAnUpstreamAnswerAllRunInOrder() throws {
+        let h = try harness(limits: ["max_header_bytes": "1KiB"])
+        defer { h.stop() }
+        let c = try RawHTTPClient(port: h.port)
+        var batch = "GET /delay/50 HTTP/1.1\r\nHost: a\r\n\r\n"
+        for i in 0..<40 { batch += "GET /status/\(200 + i % 5) HTTP/1.1\r\nHost: a\r\nX-Pad: \(String(repeating: "p", count: 40))\r\n\r\n" }
+        batch += "GET /a/../../x HTTP/1.1\r\nHost: a\r\n\r\nGET /status/204 HTTP/1.1\r\nHost: a\r\n\r\n"
+        try c.send(batch)
+        #expect(try c.readResponse().bodyText == "delayed 50\n")
+        for i in 0..<40 { #expect(try c.readResponse().status == 200 + i % 5) }
+        // A path that climbs above `/` is refused by the gateway (400), and the connection closes after it.
+        #expect(try c.readResponse().status == 400)
+        #expect(h.upstream.requestCount == 41)
+    }
+
     @Test func headRequestHasNoBody() throws {
         let h = try harness()
         defer { h.stop() }

@@ -82,7 +82,7 @@ import Testing
     @Test(arguments: ["app-id\r\nGET /o/SMUG HTTP/1.1", "app\nid", "app\rid", "app\0id"])
     func requestWriterRefusesLineBreaksAndNULInAClaim(_ sub: String) throws {
         let (head, target, route, upstream) = try Self.writerInputs()
-        let verified = AppCheckOutcome(status: "verified", outcome: "verified", appId: sub)
+        let verified = AppCheckOutcome(status: .verified, outcome: .verified, appId: sub)
         let out: [UInt8]? = RequestHeadWriter.write(head: head, target: target, route: route, upstream: upstream,
                                                     requestId: "abc", appCheck: verified, peerIP: "127.0.0.1", trusted: false, scheme: "http")
         #expect(out == nil, "written: \(out.map { String(decoding: $0, as: UTF8.self) } ?? "")")

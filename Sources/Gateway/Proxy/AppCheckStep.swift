@@ -162,7 +162,7 @@ final class AppCheckStep {
             if runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now) {
                 return completion(refuse(route, reason, fingerprint: fingerprint))
             }
-            var outcome = AppCheckOutcome(status: "invalid", outcome: "invalid", reason: "jwks_unavailable")
+            var outcome = AppCheckOutcome(status: .invalid, outcome: .invalid, reason: "jwks_unavailable")
             outcome.tokenSHA256 = fingerprint
             if route.enforcement == .monitor { return completion(AppCheckDecision(outcome: outcome)) }
             return completion(AppCheckDecision(outcome: outcome, rejection: Rejection(
@@ -198,7 +198,7 @@ final class AppCheckStep {
         if let reason = AppCheckVerifier.checkProvider(verified, allowed: route.providers) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
-        var outcome = AppCheckOutcome(status: "verified", outcome: "verified")
+        var outcome = AppCheckOutcome(status: .verified, outcome: .verified)
         outcome.appId = verified.appId
         outcome.tokenSHA256 = fingerprint
         guard route.replayProtection else { return completion(AppCheckDecision(outcome: outcome)) }
@@ -229,8 +229,8 @@ final class AppCheckStep {
 
     private func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {
         var outcome = verified
-        outcome.status = "invalid"
-        outcome.outcome = "invalid"
+        outcome.status = .invalid
+        outcome.outcome = .invalid
         outcome.reason = "replay_store_unavailable"
         return AppCheckDecision(outcome: outcome, rejection: Rejection(
             status: 503, code: "replay_store_unavailable", reason: "replay_store_unavailable", retryAfter: 1))
@@ -239,9 +239,9 @@ final class AppCheckStep {
     /// No token: Firebase's "outdated client" when the request matches `app_check.outdated_client`, else
     /// "unknown origin".
     private func missing(head: HTTPRequestHead, route: StepRoute) -> AppCheckDecision {
-        var outcome = AppCheckOutcome(status: "missing", outcome: "unknown_origin", reason: AppCheckReason.missing.rawValue)
+        var outcome = AppCheckOutcome(status: .missing, outcome: .unknownOrigin, reason: AppCheckReason.missing.rawValue)
         if let matcher = context.runtime.outdatedClient, matcher.matches(head.headers) {
-            outcome.outcome = "outdated_client"
+            outcome.outcome = .outdatedClient
         }
         if route.enforcement == .monitor { return AppCheckDecision(outcome: outcome) }
         return AppCheckDecision(outcome: outcome, rejection: Rejection(
@@ -251,7 +251,7 @@ final class AppCheckStep {
     private func refuse(_ route: StepRoute, _ reason: AppCheckReason, fingerprint: String?,
                         appId: String? = nil) -> AppCheckDecision {
         let reused = reason == .reused
-        var outcome = AppCheckOutcome(status: reused ? "reused" : "invalid", outcome: reused ? "reused" : "invalid",
+        var outcome = AppCheckOutcome(status: reused ? .reused : .invalid, outcome: reused ? .reused : .invalid,
                                       reason: reason.rawValue)
         outcome.tokenSHA256 = fingerprint
         outcome.appId = appId

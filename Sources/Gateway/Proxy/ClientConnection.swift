@@ -5,13 +5,15 @@ import HTTPWire
 /// A downstream HTTP/1.1 connection (RFC 9112), the HTTP/1.1 adapter of `Exchange`: it parses request heads one at
 /// a time, decodes the body framing, and writes what the exchange answers in HTTP/1.1 (status line, chunked or
 /// close-delimited bodies, `100 Continue`, keep-alive). Pipelined requests wait in the input buffer until the
-/// response before them is complete. Its deadlines are `ClientTimeouts`.
+/// response before them is complete. Its deadlines are `RequestDeadlines`.
 ///
-/// Backpressure: reading from the client stops while the exchange holds its body (the upstream's send buffer is
-/// above `highWater`), and reading from the upstream stops while this connection's send buffer is.
+/// Backpressure (`Backpressure`): reading from the client stops while the exchange holds its body (the upstream's send
+/// buffer is above `highWater`), and reading from the upstream stops while this connection's send buffer is.
+///
+/// Requests start only from this connection's own input loop (`processInput`): a pipelined request waiting behind
+/// one that an upstream answered starts at the end of the loop's batch of events (`inputTurnDue`), never inside the
+/// upstream connection's callback.
 final class ClientConnection: EventHandler, ExchangeResponder {
-    static let highWater = 256 * 1024
-    static let lowWater = 64 * 1024
     static let readSize = 16 * 1024
 
     /// `head`: reading a request head. `busy`: the exchange decides or answers; body bytes and pipelined requests
@@ -47,7 +49,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private var bodyFraming = RequestBodyState.none
     /// How the current response's body is framed towards the client.
     private var responseFraming = ClientResponseFraming.pending
-    private var timeouts: ClientTimeouts
+    private var timeouts: RequestDeadlines
     private var timer: LoopTimer!
     private var headStarted = false
     /// The connection is in the worker's table until `close()`.
@@ -70,9 +72,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         parser = HTTPRequestHeadParser(limits: runtime.parserLimits)
         var tls = false
         if case .tls = transport { tls = true }
-        timeouts = ClientTimeouts(limits: .init(header: runtime.headerTimeoutNS, body: runtime.bodyTimeoutNS,
-                                                idle: runtime.idleTimeoutNS),
-                                  now: context.loop.now, tls: tls)
+        timeouts = RequestDeadlines(limits: .init(runtime), now: context.loop.now, tls: tls)
         // Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
         // connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
         // `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
@@ -327,22 +327,30 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     /// A chunked body already buffered is checked before the upstream sees anything, so a malformed or oversized
     /// first chunk is refused without a word to the upstream.
-    func checkBufferedBody(exchange ex: Exchange) -> Bool {
-        guard case .chunked(let decoder) = bodyFraming, !inBuf.isEmpty else { return true }
+    func bufferedBodyProblem(maxBodyBytes: Int64) -> HTTPParseError? {
+        guard case .chunked(let decoder) = bodyFraming, !inBuf.isEmpty else { return nil }
         var dry = decoder
         var size = Int64(0)
         let result = dry.decode(inBuf.readable) { size += Int64($0.count) }
-        if case .failure(let e) = result { ex.refuseBody(e); return false }
-        if size > ex.maxBodyBytes { ex.refuseBody(.bodyTooLarge); return false }
-        return true
+        if case .failure(let e) = result { return e }
+        if size > maxBodyBytes { return .bodyTooLarge }
+        return nil
     }
 
-    func requestBodyWanted(exchange ex: Exchange) {
-        guard phase == .busy, exchange === ex else { return }
-        phase = .body
-        bodyProgressed()
-        // Admission may have finished later than the head arrived: continue with what waited meanwhile.
-        if readPaused { resumeReading() } else { processInput() }
+    /// The body is wanted (the connection leaves `busy`), or the body held back has been taken by the upstream.
+    func resumeInput(exchange ex: Exchange) {
+        guard exchange === ex else { return }
+        switch phase {
+        case .busy:
+            phase = .body
+            bodyProgressed()
+            // Admission may have finished later than the head arrived: continue with what waited meanwhile.
+            if readPaused { resumeReading() } else { processInput() }
+        case .body:
+            resumeReading()
+        case .head, .closed:
+            return
+        }
     }
 
     /// Decodes buffered body bytes into the exchange; true when the body is complete and input may go on.
@@ -391,23 +399,19 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         return false
     }
 
-    func requestBodyDrained(exchange ex: Exchange) {
-        if phase == .body && exchange === ex { resumeReading() }
-    }
-
     // MARK: response (ExchangeResponder)
 
-    func respondHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) {
+    /// HTTP/1.1 pushes back through `writePart`'s answer (the client buffer's high-water mark), so the body may
+    /// always start.
+    func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         if !ex.bodyEnded || context.draining { closeAfterResponse = true }
         ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.requestId,
                                  responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
                                  closeAfterResponse: &closeAfterResponse)
+        return true
     }
 
-    /// HTTP/1.1 pushes back through `respondBody`'s answer (the client buffer's high-water mark).
-    func acceptsResponseBody(exchange ex: Exchange) -> Bool { true }
-
-    func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
+    func writePart(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
         switch responseFraming {
         case .chunked:
             outBuf.appendHex(data.count)
@@ -425,17 +429,17 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         }
         // Streamed responses (server-sent events, slow producers) go out as they arrive.
         flush()
-        return outBuf.readableCount <= Self.highWater
+        return outBuf.readableCount <= Backpressure.highWater
     }
 
     private static let crlf: [UInt8] = [13, 10]
     private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
 
-    func respondEnd(exchange ex: Exchange) {
+    func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
         if case .chunked = responseFraming { outBuf.append(Self.lastChunk) }
         if case .close = responseFraming { closeAfterResponse = true }
         // Answered before the body was read: the rest of the body must not be read as a request.
-        if !ex.bodyEnded { closeAfterResponse = true }
+        if !requestComplete { closeAfterResponse = true }
     }
 
     func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange ex: Exchange) {
@@ -489,6 +493,29 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if phase == .closed { return }
         timeouts.awaitNextRequest(now: context.loop.now)
         syncTimer()
+        if processing {
+            // Finished inside this connection's own input loop (a synchronous answer): the loop carries on with the
+            // next request, and reads again once it is done.
+            readPaused = false
+            return
+        }
+        // Finished from outside (the upstream's callback, a timer, a late App Check answer): a pipelined request
+        // waiting, or reading paused behind this one, goes on at the end of this batch of events.
+        if readPaused || !inBuf.isEmpty { scheduleInputTurn() }
+    }
+
+    private var inputTurnScheduled = false
+
+    private func scheduleInputTurn() {
+        guard !inputTurnScheduled else { return }
+        inputTurnScheduled = true
+        context.scheduleInputTurn(self)
+    }
+
+    /// Called by the loop context at the end of the batch: the next request's turn.
+    func inputTurnDue() {
+        inputTurnScheduled = false
+        guard phase == .head, exchange == nil else { return }
         if readPaused { resumeReading() } else { processInput() }
     }
 
@@ -512,7 +539,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 return
             }
         }
-        if outBuf.readableCount <= Self.lowWater, let ex = exchange { ex.clientDrained() }
+        if outBuf.readableCount <= Backpressure.lowWater, let ex = exchange { ex.clientDrained() }
     }
 
     // MARK: timers
@@ -568,7 +595,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// current response.
     func drain() {
         closeAfterResponse = true
-        if phase == .head && !headStarted && exchange == nil && outBuf.isEmpty { close() }
+        if phase == .head && !headStarted && exchange == nil && outBuf.isEmpty && inBuf.isEmpty { close() }
     }
 
     /// Closes at once, dropping anything in flight.

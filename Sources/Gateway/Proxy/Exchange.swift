@@ -8,6 +8,10 @@ import HTTPWire
 /// pooled connection, the gateway's own answers (400/404/408/413/502/504 and App Check refusals), and the one
 /// access-log line and metrics of the request. Behaviour is therefore defined once: the protocol is a transport
 /// detail.
+///
+/// Its lifecycle is `ExchangeStateMachine`, stored inline: every input (adapter, App Check step, upstream
+/// connection, deadline) is fed to the machine as an event, and this class performs the action it returns (talks to
+/// the upstream pool, the responder and the loop context). It decides nothing about order or state itself.
 final class Exchange: UpstreamOwner {
     // MARK: what the log line and metrics record
 
@@ -37,17 +41,8 @@ final class Exchange: UpstreamOwner {
 
     // MARK: progress
 
-    /// No more request body will come (there was none, or its end arrived).
-    private(set) var bodyEnded: Bool
-    private(set) var bodyReceived: Int64 = 0
-    private(set) var maxBodyBytes: Int64 = 0
-    /// A response head (the upstream's or our own) has gone to the client.
-    private(set) var headSent = false
-    private(set) var finished = false
-
-    /// `clientClosed`: cancelled because the client went away (the end of its byte stream, or its connection
-    /// failed); logged with `outcome` and `reason` `client_closed`.
-    enum Stage { case admitting, forwarding, builtinBody, builtinWaiting, answered, clientClosed }
+    /// The lifecycle (docs: `ExchangeStateMachine`).
+    private(set) var machine: ExchangeStateMachine
 
     /// Why an exchange is cancelled before it finished.
     enum Cancellation {
@@ -56,7 +51,15 @@ final class Exchange: UpstreamOwner {
         /// The gateway closed the connection (a timeout cutting a response, a protocol error, shutdown).
         case connectionClosed
     }
-    private(set) var stage = Stage.admitting
+
+    /// The exchange is over (answered, completed, cut or cancelled) and has been recorded.
+    var finished: Bool { machine.isDone }
+    /// No more request body is wanted (there was none, its end arrived, or the exchange is over).
+    var bodyEnded: Bool { machine.requestComplete }
+    /// A response head (the upstream's or our own) has gone to the client.
+    var headSent: Bool { machine.responseStarted }
+    /// Cancelled because the client went away; logged with `outcome` and `reason` `client_closed`.
+    var closedByClient: Bool { machine.ending == .clientClosed }
 
     /// Not retained (a retain per request of a connection that has a side table is measurable): every adapter
     /// outlives its exchange's use of it, because it cancels the exchange (`cancel()`, which drops this) before it
@@ -72,17 +75,9 @@ final class Exchange: UpstreamOwner {
     /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
     private var upstream: UpstreamConnection?
-    /// The request may be sent once more (body-less, neither POST nor PATCH): `head` and `target` are kept for it.
-    private var retryable = false
-    private var retried = false
     private var chunkedUpstream = false
-    /// `Expect: 100-continue` was sent with a body (RFC 9110 §10.1.1): `100 Continue` is owed once the body is wanted.
-    private let expectContinue: Bool
-    private var continueSent = false
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
     private var pendingBody: [UInt8] = []
-    /// `receiveBody` answered false: the responder holds back input until `requestBodyDrained`.
-    private var bodyHeld = false
     private var builtin: BuiltinHandler?
     private var builtinBody: [UInt8] = []
     /// Bytes of `SharedState.builtinBodyBytes` this exchange holds (the built-in body's declared or received size).
@@ -99,8 +94,8 @@ final class Exchange: UpstreamOwner {
         isHead = head.method == "HEAD"
         requestId = context.requestId(from: head.headers)
         start = context.loop.now
-        bodyEnded = !bodyFollows
-        expectContinue = head.expectContinue && bodyFollows
+        machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
+                                       retryableMethod: head.method != "POST" && head.method != "PATCH")
         self.head = head
     }
 
@@ -112,12 +107,8 @@ final class Exchange: UpstreamOwner {
         isHead = false
         self.requestId = requestId ?? context.newRequestId()
         start = context.loop.now
-        bodyEnded = true
-        expectContinue = false
+        machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
     }
-
-    /// True while the App Check step is deciding (body bytes are held, not refused).
-    var isAdmitting: Bool { stage == .admitting && !finished }
 
     // MARK: request
 
@@ -129,15 +120,15 @@ final class Exchange: UpstreamOwner {
             path = refusal.path
             if let index = refusal.routeIndex { useRoute(index) }
             respondError(status: refusal.status, code: refusal.code, reason: refusal.reason,
-                         close: !bodyEnded || refusal.status == 400 || refusal.status == 413)
+                         close: refusal.status == 400 || refusal.status == 413)
         case .builtin(let target, let handler):
             path = target.path
             routeName = handler.name
             builtin = handler
-            maxBodyBytes = Int64(handler.maxBodyBytes)
+            machine.maxBodyBytes = Int64(handler.maxBodyBytes)
             var declared = 0
             if case .contentLength(let n) = head.framing {
-                guard n <= maxBodyBytes else {
+                guard n <= machine.maxBodyBytes else {
                     builtinRefused(.bodyTooLarge)
                     return
                 }
@@ -145,18 +136,18 @@ final class Exchange: UpstreamOwner {
             }
             builtinClient = clientAddressKey(head)
             if let early = handler.refuseEarly(method: method, path: path, declaredBodyBytes: declared, client: builtinClient) {
-                builtinAnswered(early, close: !bodyEnded)
+                builtinAnswered(early, close: false)
                 return
             }
-            stage = .builtinBody
-            if bodyEnded { runBuiltin(); return }
-            guard reserveBuiltinBody(declared) else {
-                builtinRefused(.bodyBudgetSpent)
-                return
+            if !machine.requestComplete {
+                guard reserveBuiltinBody(declared) else {
+                    builtinRefused(.bodyBudgetSpent)
+                    return
+                }
+                builtinBody.reserveCapacity(declared)
             }
-            builtinBody.reserveCapacity(declared)
-            sendContinueIfOwed()
-            responder?.requestBodyWanted(exchange: self)
+            // Chosen within the head's own event: no body byte can have arrived yet.
+            perform(machine.builtinChosen())
         case .admitted(let target, let routeIndex):
             path = target.path
             self.target = target
@@ -165,15 +156,16 @@ final class Exchange: UpstreamOwner {
             // The route is read in place from the runtime the exchange holds (copying `RouteSettings` retains each of
             // its fields). Strong capture: the step answers at once on the fast path, or after a bounded wait
             // (key-set refetch, replay store); a weak capture would give every exchange a side table. A cancelled
-            // exchange ignores the answer.
+            // exchange ignores the answer (the machine is done).
             // An `off` route skips the step without handing it the route (a copy of `RouteSettings` retains each
             // of its fields); the step answers the same for it.
             if routes!.routes[routeIndex].enforcement == .off {
-                admitted(AppCheckDecision(outcome: .skipped))
+                // `appCheck` is already `.skipped`.
+                appCheckRan = true
+                passed()
                 return
             }
             context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex)) { decision in
-                guard self.stage == .admitting, !self.finished else { return }
                 self.admitted(decision)
             }
         }
@@ -185,45 +177,37 @@ final class Exchange: UpstreamOwner {
         routeIndex = index
         routeName = runtime.routes[index].name
         mode = runtime.routes[index].enforcement.rawValue
-        maxBodyBytes = runtime.routes[index].maxBodyBytes
+        machine.maxBodyBytes = runtime.routes[index].maxBodyBytes
     }
 
     private func admitted(_ decision: AppCheckDecision) {
+        // A late answer for an exchange cancelled meanwhile changes nothing.
+        guard machine.isAdmitting else { return }
         appCheck = decision.outcome
         appCheckRan = true
         if let rejection = decision.rejection {
-            respondError(status: rejection.status, code: rejection.code, reason: rejection.reason, close: !bodyEnded,
+            respondError(status: rejection.status, code: rejection.code, reason: rejection.reason, close: false,
                          retryAfter: rejection.retryAfter)
             return
         }
-        guard let responder, responder.checkBufferedBody(exchange: self), !finished else { return }
-        forward()
+        passed()
     }
 
-    private func forward() {
-        guard let responder, let routes, routeIndex >= 0 else { return }
-        let pool = context.pool(for: routes.routes[routeIndex].upstreamIndex)
-        self.pool = pool
-        guard writeRequestHead(responder) else {
-            respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
+    /// The request may go to the upstream.
+    private func passed() {
+        // Body bytes the adapter already holds (an HTTP/1.1 chunked body) are checked before the upstream sees
+        // anything, so a malformed or oversized first chunk is refused without a word to the upstream.
+        if let responder, let problem = responder.bufferedBodyProblem(maxBodyBytes: machine.maxBodyBytes) {
+            refuseBody(problem)
             return
         }
-        // A body-less request other than POST and PATCH may be sent once more on a fresh connection (the pooled one
-        // was stale): its head is written again then, so the head stays; otherwise it is dropped now.
-        retryable = method != "POST" && method != "PATCH" && bodyEnded
-        if !retryable {
-            self.head = nil
-            self.target = nil
-        }
-        stage = .forwarding
-        upstreamStart = context.loop.now
-        connectUpstream()
+        perform(machine.appCheckPassed())
     }
 
     /// Writes the upstream request head into the loop's head buffer (`LoopContext.requestHeadBuffer`), which
     /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
-    private func writeRequestHead(_ responder: ExchangeResponder) -> Bool {
-        guard let head, let target, let routes, routeIndex >= 0, let pool else { return false }
+    private func writeRequestHead() -> Bool {
+        guard let responder, let head, let target, let routes, routeIndex >= 0, let pool else { return false }
         let out = context.requestHeadBuffer
         out.clear()
         return RequestHeadWriter.write(
@@ -249,59 +233,38 @@ final class Exchange: UpstreamOwner {
                 pendingBody = []
                 body.withUnsafeBytes { sendBody($0, to: up) }
             }
-            if bodyEnded {
-                finishRequestBody(up)
-            } else {
-                sendContinueIfOwed()
-                responder?.requestBodyWanted(exchange: self)
-            }
-            if bodyHeld && up.outBuf.readableCount <= ClientConnection.highWater { upstreamDrained() }
+            perform(machine.upstreamConnected(backlog: up.outBuf.readableCount))
         }
     }
 
-    private func sendContinueIfOwed() {
-        guard !continueSent, !bodyEnded, let responder else { return }
-        guard expectContinue else { return }
-        continueSent = true
-        responder.sendContinue(exchange: self)
-    }
-
-
     /// Request body bytes (already de-chunked by HTTP/1.1; DATA payloads for HTTP/2). Returns false when the
-    /// responder should hold further input until `requestBodyDrained` (the upstream is not keeping up, or the
+    /// responder should hold further input until `resumeInput` (the upstream is not keeping up, or the
     /// App Check step is still deciding); true when the bytes are taken (or dropped: the exchange is over).
     @discardableResult
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard !finished, bytes.count > 0 else { return true }
-        bodyReceived += Int64(bytes.count)
-        if bodyReceived > maxBodyBytes {
-            if builtin != nil { builtinRefused(.bodyTooLarge) } else {
-                respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
-            }
-            return true
-        }
-        switch stage {
-        case .admitting:
+        guard bytes.count > 0 else { return true }
+        switch machine.bodyPart(bytes.count) {
+        case .holdPart:
             pendingBody.append(contentsOf: bytes)
-            bodyHeld = true
             return false
-        case .forwarding:
+        case .forwardPart:
             guard let up = upstream else { return true }
             sendBody(bytes, to: up)
-            if up.outBuf.readableCount > ClientConnection.highWater {
-                bodyHeld = true
-                return false
-            }
-            return true
-        case .builtinBody:
-            guard bodyReceived <= Int64(builtinBodyReserved)
-                    || reserveBuiltinBody(Int(bodyReceived) - builtinBodyReserved) else {
+            return machine.upstreamBacklog(up.outBuf.readableCount) != .pauseInput
+        case .bufferBuiltinPart:
+            guard machine.bodyReceived <= Int64(builtinBodyReserved)
+                    || reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) else {
                 builtinRefused(.bodyBudgetSpent)
                 return true
             }
             builtinBody.append(contentsOf: bytes)
             return true
-        case .builtinWaiting, .answered, .clientClosed:
+        case .refuseTooLarge:
+            if builtin != nil { builtinRefused(.bodyTooLarge) } else {
+                respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+            }
+            return true
+        default:
             return true
         }
     }
@@ -312,28 +275,16 @@ final class Exchange: UpstreamOwner {
     }
 
     /// The request body is complete.
-    func receiveEnd() {
-        guard !finished, !bodyEnded else { return }
-        bodyEnded = true
-        switch stage {
-        case .forwarding:
-            if let up = upstream { finishRequestBody(up) }
-        case .builtinBody:
-            runBuiltin()
-        case .admitting, .builtinWaiting, .answered, .clientClosed:
-            break
-        }
-    }
-
-    private func finishRequestBody(_ up: UpstreamConnection) {
-        if chunkedUpstream { up.sendLastChunk() }
-        up.requestComplete()
-    }
+    func receiveEnd() { perform(machine.bodyEnd()) }
 
     /// The request body stopped arriving for `body_timeout`: 408 if nothing of the response went out, else the
-    /// response is cut. Either way the upstream connection (holding a partial request) is closed.
-    func bodyTimedOut() {
-        respondError(status: 408, code: "request_timeout", reason: "body_timeout", close: true)
+    /// response is cut. Either way the upstream connection (holding a partial request) is closed. False when the
+    /// deadline does not count now (the client's input is held): the adapter runs it again from now.
+    @discardableResult
+    func bodyTimedOut() -> Bool {
+        let action = machine.deadline()
+        perform(action)
+        return action != .deferDeadline
     }
 
     /// The request body's framing is broken (HTTP/1.1 chunked syntax, or too large): answered and closed.
@@ -346,36 +297,108 @@ final class Exchange: UpstreamOwner {
     /// sent, the upstream connection is closed (never pooled), and the request is logged with status 499 (nginx's
     /// "client closed request") unless a response was already chosen; `.clientClosed` also logs `client_closed`.
     func cancel(_ cause: Cancellation = .connectionClosed) {
+        let action = machine.cancel(cause == .clientClosed ? .clientClosed : .connectionClosed)
         upstream?.abandon()
         upstream = nil
         responder = nil
-        guard !finished else { return }
-        finished = true
-        stage = cause == .clientClosed ? .clientClosed : .answered
-        releaseBuiltinBody()
-        if status == 0 { status = 499 }
-        context.record(self)
+        perform(action)
+    }
+
+    // MARK: the machine's actions
+
+    private func perform(_ action: ExchangeStateMachine.Action) {
+        switch action {
+        case .none, .deferDeadline, .holdPart, .forwardPart, .bufferBuiltinPart, .writeHead, .writePart:
+            // The body and response parts are performed where their bytes are (`receiveBody`, `upstreamResponse*`).
+            break
+        case .refuseTooLarge:
+            preconditionFailure("handled by receiveBody")
+        case .pauseInput:
+            break
+        case .resumeInput:
+            responder?.resumeInput(exchange: self)
+        case .endRequestBody:
+            if let up = upstream {
+                if chunkedUpstream { up.sendLastChunk() }
+                up.requestComplete()
+            }
+        case .wantBody(let sendContinue, let resume):
+            if sendContinue { responder?.sendContinue(exchange: self) }
+            if resume { responder?.resumeInput(exchange: self) }
+        case .runBuiltin:
+            runBuiltin()
+        case .forward:
+            guard let routes, routeIndex >= 0 else { return }
+            pool = context.pool(for: routes.routes[routeIndex].upstreamIndex)
+            guard writeRequestHead() else {
+                respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
+                return
+            }
+            // A request that may be retried keeps its head and target (written again then); otherwise they go now.
+            if case .forwarding(_, mayRetry: false) = machine.state {
+                head = nil
+                target = nil
+            }
+            upstreamStart = context.loop.now
+            connectUpstream()
+        case .retry:
+            guard writeRequestHead() else {
+                perform(machine.upstreamFailed(.staleConnection))
+                return
+            }
+            head = nil
+            target = nil
+            connectUpstream()
+        case .finishResponse(let requestComplete):
+            upstream = nil
+            responder?.writeEnd(requestComplete: requestComplete, exchange: self)
+            finish()
+        case .answer:
+            preconditionFailure("an answer of our own carries its body: see answer(_:close:)")
+        case .answerUpstreamFailure(let kind, let close):
+            upstream = nil
+            let answer: PendingAnswer
+            if kind == .responseTimeout || kind == .connectTimeout {
+                answer = errorAnswer(status: 504, code: "upstream_timeout", reason: kind.rawValue)
+            } else if kind == .connectRateLimited {
+                answer = errorAnswer(status: 503, code: "upstream_busy", reason: kind.rawValue, retryAfter: 1)
+            } else {
+                answer = errorAnswer(status: 502, code: "upstream_unavailable", reason: kind.rawValue)
+            }
+            writeAnswer(answer, close: close)
+        case .answerTimeout:
+            writeAnswer(errorAnswer(status: 408, code: "request_timeout", reason: "body_timeout"), close: true)
+        case .cutResponse:
+            upstream?.abandon()
+            upstream = nil
+            responder?.abortResponse(exchange: self)
+            finish()
+        case .cancel:
+            releaseBuiltinBody()
+            pendingBody = []
+            if status == 0 { status = 499 }
+            context.record(self)
+        }
     }
 
     // MARK: built-in handlers
 
     private func runBuiltin() {
-        guard let handler = builtin, stage == .builtinBody else { return }
-        stage = .builtinWaiting
+        guard let handler = builtin else { return }
         let request = BuiltinRequest(method: method, path: path, headers: head?.headers ?? HTTPHeaders(),
                                      body: builtinBody, requestId: requestId, client: builtinClient)
         builtinBody = []
         head = nil
         handler.handle(request) { [weak self] response in
-            guard let self, self.stage == .builtinWaiting else { return }
-            self.builtinAnswered(response)
+            guard let self, case .builtinWaiting = self.machine.state else { return }
+            self.builtinAnswered(response, close: false)
         }
     }
 
-    private func builtinAnswered(_ response: BuiltinResponse, close: Bool = false) {
-        guard !finished else { return }
+    private func builtinAnswered(_ response: BuiltinResponse, close: Bool) {
+        guard !machine.isDone else { return }
         logFields = response.logFields
-        answer(status: response.status, headers: response.headers, body: response.body, close: close)
+        answer(PendingAnswer(status: response.status, headers: response.headers, body: response.body), close: close)
     }
 
     /// A refusal of the exchange's own, in the handler's words when it has them; the connection closes (the body
@@ -425,98 +448,76 @@ final class Exchange: UpstreamOwner {
     // MARK: upstream (UpstreamOwner)
 
     func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
-        guard !finished, let responder else { return true }
+        guard machine.upstreamHead() == .writeHead, let responder else { return true }
         upstreamEnd = context.loop.now
         status = head.status
-        headSent = true
-        responder.respondHead(head, framing: framing, exchange: self)
-        return responder.acceptsResponseBody(exchange: self)
+        return responder.writeHead(head, framing: framing, exchange: self)
     }
 
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
-        guard !finished, data.count > 0, let responder else { return true }
-        return responder.respondBody(data, exchange: self)
+        guard data.count > 0, machine.upstreamPart() == .writePart, let responder else { return true }
+        return responder.writePart(data, exchange: self)
     }
 
-    func upstreamResponseEnd() {
-        guard !finished else { return }
-        upstream = nil
-        stage = .answered
-        responder?.respondEnd(exchange: self)
-        finish()
-    }
+    func upstreamResponseEnd() { perform(machine.upstreamEnd()) }
 
     func upstreamFailed(_ kind: UpstreamFailure) {
-        guard !finished else { return }
+        let action = machine.upstreamFailed(kind)
+        guard action != .none else { return }
         upstream = nil
         context.countUpstreamError(self, kind)
-        if headSent {
-            // Part of the response is out already: all that can be done is to cut it.
-            stage = .answered
-            responder?.abortResponse(exchange: self)
-            finish()
-            return
-        }
-        if kind.isRetryable, !retried, retryable, let responder, writeRequestHead(responder) {
-            retried = true
-            head = nil
-            target = nil
-            connectUpstream()
-            return
-        }
-        if kind == .responseTimeout || kind == .connectTimeout {
-            respondError(status: 504, code: "upstream_timeout", reason: kind.rawValue, close: !bodyEnded)
-        } else if kind == .connectRateLimited {
-            respondError(status: 503, code: "upstream_busy", reason: kind.rawValue, close: !bodyEnded, retryAfter: 1)
-        } else {
-            respondError(status: 502, code: "upstream_unavailable", reason: kind.rawValue, close: !bodyEnded)
-        }
+        perform(action)
     }
 
-    func upstreamDrained() {
-        guard bodyHeld, !finished else { return }
-        bodyHeld = false
-        responder?.requestBodyDrained(exchange: self)
-    }
+    func upstreamDrained() { perform(machine.upstreamDrained()) }
 
     /// The client's send buffer drained: the upstream may read more of the response.
     func clientDrained() { upstream?.clientDrained() }
 
     // MARK: answers of our own
 
-    /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
-    /// response is cut instead.
-    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil) {
-        guard !finished else { return }
+    private struct PendingAnswer {
+        var status: Int
+        var headers: [(String, String)]
+        var body: [UInt8]
+    }
+
+    private func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil) -> PendingAnswer {
         var headers = [("Content-Type", "application/json")]
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
         // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
         // a plain 404 (no route) has none.
         if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
-        answer(status: status, headers: headers,
-               body: Array(ErrorResponse.body(code: code, reason: reason, requestId: requestId).utf8), close: close)
+        return PendingAnswer(status: status, headers: headers,
+                             body: Array(ErrorResponse.body(code: code, reason: reason, requestId: requestId).utf8))
     }
 
-    private func answer(status: Int, headers: [(String, String)], body: [UInt8], close: Bool) {
+    /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
+    /// response is cut instead. `close`: the connection closes after it even when the request body was read whole.
+    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil) {
+        guard !machine.isDone else { return }
+        answer(errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter), close: close)
+    }
+
+    /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.
+    private func answer(_ answer: PendingAnswer, close: Bool) {
+        switch machine.answer(close: close) {
+        case .answer(let close): writeAnswer(answer, close: close)
+        case let other: perform(other)
+        }
+    }
+
+    private func writeAnswer(_ answer: PendingAnswer, close: Bool) {
         upstream?.abandon()
         upstream = nil
-        stage = .answered
-        if headSent {
-            responder?.abortResponse(exchange: self)
-            finish()
-            return
-        }
-        self.status = status
-        headSent = true
-        responder?.respondComplete(status: status, headers: headers, body: body, close: close || !bodyEnded,
-                                   exchange: self)
+        status = answer.status
+        responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
+                                   close: close, exchange: self)
         finish()
     }
 
     private func finish() {
-        guard !finished else { return }
-        finished = true
-        pendingBody = []
+        if !pendingBody.isEmpty { pendingBody = [] }
         releaseBuiltinBody()
         context.record(self)
         let r = responder
@@ -527,14 +528,44 @@ final class Exchange: UpstreamOwner {
 
 /// The result of the App Check step for one request, as logged and forwarded.
 struct AppCheckOutcome {
-    /// `X-AppCheck-Status`: verified | missing | invalid | reused | skipped.
-    var status: String
-    /// Firebase's request category: verified, outdated_client, unknown_origin, invalid, reused, skipped.
-    var outcome: String
+    /// `X-AppCheck-Status`; its text only where a header or a log line is written.
+    enum Status: UInt8, CaseIterable {
+        case verified, missing, invalid, reused, skipped
+
+        var name: String {
+            switch self {
+            case .verified: "verified"
+            case .missing: "missing"
+            case .invalid: "invalid"
+            case .reused: "reused"
+            case .skipped: "skipped"
+            }
+        }
+    }
+
+    /// Firebase's request category (docs/operations.md); the raw value is its index in `LoopMetrics.outcomes`, so
+    /// metrics count it without looking at text.
+    enum Category: UInt8, CaseIterable {
+        case verified, outdatedClient, unknownOrigin, invalid, reused, skipped
+
+        var name: String {
+            switch self {
+            case .verified: "verified"
+            case .outdatedClient: "outdated_client"
+            case .unknownOrigin: "unknown_origin"
+            case .invalid: "invalid"
+            case .reused: "reused"
+            case .skipped: "skipped"
+            }
+        }
+    }
+
+    var status: Status
+    var outcome: Category
     var reason: String?
     var appId: String?
     /// First 16 hex chars of SHA-256 of the token, for logs.
     var tokenSHA256: String?
 
-    static let skipped = AppCheckOutcome(status: "skipped", outcome: "skipped")
+    static let skipped = AppCheckOutcome(status: .skipped, outcome: .skipped)
 }

@@ -33,7 +33,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// True while nghttp2 is delivering callbacks: frames are queued then, and flushed after.
     private var inReceive = false
     private var timer: LoopTimer!
-    private var idleDeadline: UInt64 = 0
+    /// `header_timeout` until the first request, then `idle_timeout` while no stream is open (the same rules as an
+    /// HTTP/1.1 connection's between requests).
+    private var deadlines: RequestDeadlines
     /// Body-less requests received in the current read, started only once every frame of that read is processed:
     /// a stream the client resets in the same read (HEADERS + RST_STREAM, Rapid Reset) never reaches an upstream.
     private var deferredStarts: [(streamID: Int32, head: HTTPRequestHead)] = []
@@ -55,6 +57,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         self.peer = peer
         self.context = context
         self.transport = transport
+        deadlines = RequestDeadlines(limits: .init(context.runtime), now: context.loop.now)
         let limits = H2Limits(parserLimits: context.runtime.parserLimits)
         session = H2ServerSession(limits: limits, delegate: self)
         // Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
@@ -316,18 +319,28 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     private func armIdle() {
         guard !closed else { return }
-        guard streams.isEmpty else { idleDeadline = 0; return }
-        let at = context.loop.now + (sawRequest ? context.runtime.idleTimeoutNS : context.runtime.headerTimeoutNS)
-        idleDeadline = at
+        let now = context.loop.now
+        if !streams.isEmpty {
+            deadlines.headComplete()
+            return
+        }
+        if sawRequest { deadlines.awaitNextRequest(now: now) } else { deadlines.awaitFirstRequest(now: now) }
+        let at = deadlines.deadline
         if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
     }
 
     private func timerFired() {
-        guard !closed, idleDeadline != 0, streams.isEmpty else { return }
-        if context.loop.now < idleDeadline { context.loop.schedule(timer, at: idleDeadline); return }
-        drain()
-        // Never a request: nothing to wait for (no PING round trip from a client that may not be listening).
-        if !closed && (session.isFinished || !sawRequest) { close() }
+        guard !closed, streams.isEmpty else { return }
+        switch deadlines.fire(now: context.loop.now, readPaused: false, responseStarted: false) {
+        case .reschedule(let at):
+            context.loop.schedule(timer, at: at)
+        case .close:
+            drain()
+            // Never a request: nothing to wait for (no PING round trip from a client that may not be listening).
+            if !closed && (session.isFinished || !sawRequest) { close() }
+        case .none, .abort, .requestTimeout:
+            return
+        }
     }
 
     func abort() { close() }
@@ -346,6 +359,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         session.close()
         syncBuffered()
         capPaused.removeAll()
+        deadlines.closed()
         context.loop.cancel(capTimer)
         context.loop.cancel(timer)
         context.loop.deregister(fd)

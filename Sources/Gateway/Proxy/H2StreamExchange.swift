@@ -16,11 +16,13 @@ final class H2StreamExchange: ExchangeResponder {
     private var unconsumed = 0
     /// `body_timeout`: armed while the request body is still coming, pushed back by every DATA frame.
     private var bodyTimer: LoopTimer?
-    private var bodyDeadline: UInt64 = 0
+    private var deadlines: RequestDeadlines
 
     init(streamID: Int32, connection: H2Connection) {
         self.streamID = streamID
         self.connection = connection
+        deadlines = RequestDeadlines(limits: .init(connection.context.runtime), now: connection.context.loop.now)
+        deadlines.headComplete()
     }
 
     var peerIP: String { connection.peerIP }
@@ -55,11 +57,11 @@ final class H2StreamExchange: ExchangeResponder {
         exchange?.receiveEnd()
     }
 
-    func checkBufferedBody(exchange: Exchange) -> Bool { true }
+    /// DATA is handed over as it arrives: nothing is held unseen.
+    func bufferedBodyProblem(maxBodyBytes: Int64) -> HTTPParseError? { nil }
 
-    func requestBodyWanted(exchange: Exchange) {}
-
-    func requestBodyDrained(exchange: Exchange) {
+    /// Whatever the exchange held back is acknowledged now, so the client may send more.
+    func resumeInput(exchange: Exchange) {
         guard unconsumed > 0 else { return }
         connection.consume(streamID, unconsumed)
         unconsumed = 0
@@ -68,7 +70,7 @@ final class H2StreamExchange: ExchangeResponder {
 
     // MARK: response (ExchangeResponder)
 
-    func respondHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) {
+    func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
         var list = H2HeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
@@ -77,17 +79,16 @@ final class H2StreamExchange: ExchangeResponder {
         var endStream = false
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
+        return connection.acceptsMore(streamID)
     }
 
-    func acceptsResponseBody(exchange ex: Exchange) -> Bool { connection.acceptsMore(streamID) }
-
-    func respondBody(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
+    func writePart(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
         connection.sendData(streamID, data, endStream: false)
         connection.streamProgressed()
         return connection.acceptsMore(streamID)
     }
 
-    func respondEnd(exchange ex: Exchange) {
+    func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
         connection.sendData(streamID, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
         connection.streamProgressed()
     }
@@ -124,8 +125,8 @@ final class H2StreamExchange: ExchangeResponder {
     // MARK: body_timeout
 
     private func bodyProgressed() {
-        let at = context.loop.now + context.runtime.bodyTimeoutNS
-        bodyDeadline = at
+        deadlines.bodyProgressed(now: context.loop.now)
+        let at = deadlines.deadline
         let timer: LoopTimer
         if let t = bodyTimer { timer = t } else {
             timer = LoopTimer { [weak self] in self?.bodyTimerFired() }
@@ -136,21 +137,28 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     private func stopBodyTimer() {
-        bodyDeadline = 0
+        deadlines.requestComplete()
         if let t = bodyTimer { context.loop.cancel(t) }
     }
 
     private func bodyTimerFired() {
-        guard let timer = bodyTimer, bodyDeadline != 0, let ex = exchange, !ex.finished, !ex.bodyEnded else { return }
-        if context.loop.now < bodyDeadline || ex.isAdmitting || unconsumed > 0 {
-            // Early, or the client is held back by flow control (we have not acknowledged its DATA yet).
-            if context.loop.now >= bodyDeadline { bodyDeadline = context.loop.now + context.runtime.bodyTimeoutNS }
-            context.loop.schedule(timer, at: bodyDeadline)
+        guard let timer = bodyTimer, let ex = exchange, !ex.finished, !ex.bodyEnded else { return }
+        let now = context.loop.now
+        switch deadlines.fire(now: now, readPaused: false, responseStarted: false) {
+        case .reschedule(let at):
+            context.loop.schedule(timer, at: at)
+        case .requestTimeout, .abort:
+            if ex.bodyTimedOut() {
+                deadlines.requestComplete()
+                connection.streamProgressed()
+            } else {
+                // The client is held back by flow control (we have not acknowledged its DATA): not its stall.
+                deadlines.bodyProgressed(now: now)
+                context.loop.schedule(timer, at: deadlines.deadline)
+            }
+        case .none, .close:
             return
         }
-        bodyDeadline = 0
-        ex.bodyTimedOut()
-        connection.streamProgressed()
     }
 
     // MARK: answers of our own

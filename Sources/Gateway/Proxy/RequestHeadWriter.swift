@@ -135,15 +135,15 @@ enum RequestHeadWriter {
         checkValue()
         out.append(static: "\r\nX-AppCheck-Status: ")
         mark = out.writerIndex
-        out.append(appCheck.status)
+        out.append(appCheck.status.name)
         checkValue()
-        if appCheck.status == "verified", let appId = appCheck.appId {
+        if appCheck.status == .verified, let appId = appCheck.appId {
             out.append(static: "\r\nX-AppCheck-App-Id: ")
             mark = out.writerIndex
             out.append(appId)
             checkValue()
         }
-        if enforcement == .monitor, appCheck.status != "verified", appCheck.status != "skipped",
+        if enforcement == .monitor, appCheck.status != .verified, appCheck.status != .skipped,
            let reason = appCheck.reason {
             out.append(static: "\r\nX-AppCheck-Reason: ")
             mark = out.writerIndex

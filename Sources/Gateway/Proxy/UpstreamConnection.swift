@@ -154,7 +154,7 @@ final class UpstreamConnection: EventHandler {
         guard !outBuf.isEmpty else { return }
         switch (tls.map { $0.write(from: outBuf) } ?? Socket.write(fd, from: outBuf)) {
         case .processed, .wouldBlock:
-            if outBuf.readableCount <= ClientConnection.lowWater { client?.upstreamDrained() }
+            if outBuf.readableCount <= Backpressure.lowWater { client?.upstreamDrained() }
         case .eof, .error:
             fail(reused && !responseBytesSeen ? .staleConnection : .reset)
         }

@@ -93,6 +93,7 @@ final class LoopContext {
         // One hook, and unowned(unsafe): the context lives as long as its loop runs, and a checked unowned or strong
         // capture would cost a reference-count round trip on every batch of events.
         loop.afterBatch.append { [unowned(unsafe) self] in
+            self.runInputTurns()
             self.flushH2Connections()
             self.flushLog()
         }
@@ -213,7 +214,7 @@ final class LoopContext {
                            seconds: seconds)
             }
             if ex.appCheckRan {
-                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome,
+                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome.name,
                                          reason: ex.appCheck.reason, appId: ex.appCheck.appId)
             }
         } else {
@@ -246,9 +247,10 @@ final class LoopContext {
     /// `status` nil: the caller counts the status itself.
     private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int?, seconds: Double) {
         r.mode = ex.mode
-        if ex.appCheckRan, let i = LoopMetrics.outcomeIndex(ex.appCheck.outcome) {
-            r.outcomes[i] += 1
-            if ex.appCheck.outcome != "verified" && ex.appCheck.outcome != "skipped", let reason = ex.appCheck.reason {
+        if ex.appCheckRan {
+            let outcome = ex.appCheck.outcome
+            r.outcomes[Int(outcome.rawValue)] += 1
+            if outcome != .verified && outcome != .skipped, let reason = ex.appCheck.reason {
                 r.rejections[reason, default: 0] += 1
             }
         }
@@ -297,21 +299,21 @@ final class LoopContext {
             line.field("upstream_ms", raw: "null")
         }
         let ac = ex.appCheck
-        if ex.stage == .clientClosed {
+        if ex.closedByClient {
             // The log line only: metrics and the dashboard keep the App Check category.
             line.field("outcome", "client_closed")
             line.field("reason", "client_closed")
         } else {
-            line.field("outcome", ex.appCheckRan ? ac.outcome : nil)
+            line.field("outcome", ex.appCheckRan ? ac.outcome.name : nil)
             line.field("reason", ac.reason)
         }
         line.field("app_id", ac.appId)
         let app: String
         switch ac.status {
-        case "verified": app = "VALID"
-        case "missing": app = "MISSING"
-        case "skipped": app = ac.tokenSHA256 == nil ? "MISSING" : "INVALID"
-        default: app = "INVALID"
+        case .verified: app = "VALID"
+        case .missing: app = "MISSING"
+        case .skipped: app = ac.tokenSHA256 == nil ? "MISSING" : "INVALID"
+        case .invalid, .reused: app = "INVALID"
         }
         line.field("verifications", raw: "{\"app\":\"\(app)\"}")
         line.field("token_sha256", ac.tokenSHA256)
@@ -341,6 +343,25 @@ final class LoopContext {
 
     func scheduleMemoryTrim() {
         if !trimTimer.isArmed { loop.schedule(trimTimer, at: loop.now + 1_000_000_000) }
+    }
+
+    /// HTTP/1.1 connections whose exchange finished outside their own input loop with a next request waiting
+    /// (`ClientConnection.scheduleInputTurn`): each takes it at the end of the batch.
+    private var inputTurns: [ClientConnection] = []
+
+    func scheduleInputTurn(_ connection: ClientConnection) {
+        inputTurns.append(connection)
+    }
+
+    /// Runs after every batch of events: the common case (nothing queued) is one check.
+    @inline(__always)
+    private func runInputTurns() {
+        if inputTurns.isEmpty { return }
+        while !inputTurns.isEmpty {
+            let due = inputTurns
+            inputTurns.removeAll(keepingCapacity: true)
+            for connection in due { connection.inputTurnDue() }
+        }
     }
 
     func scheduleFlush(_ connection: H2Connection) {

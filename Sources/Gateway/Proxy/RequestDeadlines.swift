@@ -1,6 +1,11 @@
-/// The deadlines of one HTTP/1.1 client connection, as a value type: events in, a deadline and an action out.
-/// No clock of its own (every event carries `now`, monotonic nanoseconds) and no socket, so every timeout rule is
-/// unit-tested with a manual clock. The connection owns one `LoopTimer` and schedules it at `deadline`.
+/// The client-side deadlines of the request path, as a value type used by both protocols: events in, a deadline and
+/// an action out. No clock of its own (every event carries `now`, monotonic nanoseconds) and no socket, so every
+/// timeout rule is unit-tested with a manual clock. Its owner holds one `LoopTimer` and schedules it at `deadline`:
+/// an HTTP/1.1 connection (every rule below), an HTTP/2 connection (the wait for its first request, then
+/// `idle_timeout` while it has no stream: `awaitFirstRequest`, `headComplete`, `awaitNextRequest`) and an HTTP/2
+/// stream (the body gap: `bodyProgressed`, `requestComplete`). What an expired body gap means (408, a cut response,
+/// or nothing while the client's input is held) is the exchange's decision (`ExchangeStateMachine.deadline`).
+/// The upstream's `connect_timeout` and `response_timeout` are the upstream connection's.
 ///
 /// The rules (docs/behaviour.md, like nginx's `client_header_timeout`, `client_body_timeout`, `keepalive_timeout`):
 /// - a new connection must finish its TLS handshake and start its first request within `header_timeout` from accept;
@@ -11,11 +16,16 @@
 /// - between requests a keep-alive connection is closed silently after `idle_timeout`;
 /// - while the request is being admitted or the upstream is answering, no client deadline runs (the upstream's
 ///   `connect_timeout` and `response_timeout` bound that wait).
-struct ClientTimeouts: Equatable {
+struct RequestDeadlines: Equatable {
     struct Limits: Equatable {
         var header: UInt64
         var body: UInt64
         var idle: UInt64
+    }
+
+    /// A fresh client: it must start its first request within `header_timeout`.
+    init(limits: Limits, now: UInt64) {
+        self.init(limits: limits, now: now, tls: false)
     }
 
     enum State: Equatable {
@@ -61,6 +71,12 @@ struct ClientTimeouts: Equatable {
     mutating func handshakeDone(now: UInt64) {
         state = .awaitingRequest(fresh: false)
         deadline = now + limits.idle
+    }
+
+    /// No request yet, and none under way (an HTTP/2 connection after its preface): `header_timeout` from now.
+    mutating func awaitFirstRequest(now: UInt64) {
+        state = .awaitingRequest(fresh: true)
+        deadline = now + limits.header
     }
 
     /// The first byte of a request head arrived.
@@ -119,5 +135,12 @@ struct ClientTimeouts: Equatable {
         case .busy, .closed:
             return .none
         }
+    }
+}
+
+extension RequestDeadlines.Limits {
+    /// `server.limits`' `header_timeout`, `body_timeout` and `idle_timeout` of a runtime.
+    init(_ runtime: Runtime) {
+        self.init(header: runtime.headerTimeoutNS, body: runtime.bodyTimeoutNS, idle: runtime.idleTimeoutNS)
     }
 }
