@@ -78,7 +78,7 @@ let package = Package(
         ]),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop", "TestSupport"]),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire", "CNghttp2"]),
-        .testTarget(name: "AppCheckTests", dependencies: ["AppCheck"]),
+        .testTarget(name: "AppCheckTests", dependencies: ["AppCheck", "TestSupport"]),
         .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),

@@ -13,7 +13,7 @@ public enum BoundedCommand {
         p.standardOutput = out
         p.standardError = err
         p.standardInput = FileHandle.nullDevice
-        try p.run()
+        try p.runHoldingEnvironment()
         let outData = LockedBytes(), errData = LockedBytes()
         let group = DispatchGroup()
         group.enter()

@@ -29,7 +29,7 @@ public final class GatewayProcess: @unchecked Sendable {
             guard let self, !d.isEmpty else { return }
             self.lock.lock(); self.output.append(d); self.lock.unlock()
         }
-        try process.run()
+        try process.runHoldingEnvironment()
     }
 
     /// Starts `serve --config path` and waits (at most `timeout`) for its listening line.

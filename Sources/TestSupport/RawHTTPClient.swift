@@ -176,7 +176,7 @@ public enum Run {
         p.standardOutput = out
         p.standardError = err
         p.standardInput = inp
-        try p.run()
+        try p.runHoldingEnvironment()
         if let input { inp.fileHandleForWriting.write(input) }
         try? inp.fileHandleForWriting.close()
         let outData = LockedData(), errData = LockedData()

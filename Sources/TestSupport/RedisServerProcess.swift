@@ -80,7 +80,7 @@ public final class RedisServerProcess: @unchecked Sendable {
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runHoldingEnvironment()
         process = p
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {

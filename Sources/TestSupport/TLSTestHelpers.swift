@@ -159,7 +159,7 @@ final class OpenSSLServer: @unchecked Sendable {
             p.standardInput = input
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
-            try p.run()
+            try p.runHoldingEnvironment()
             if tlsTestWaitListening(port, timeout: 10, while: { p.isRunning }) {
                 self.port = port
                 process = p

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import AppCheck
 
 @Suite struct ES256AndIssuerTests {
@@ -44,7 +45,7 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
-        try process.run()
+        try process.runHoldingEnvironment()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         let key = try ES256PrivateKey(pemRepresentation: try String(contentsOfFile: path, encoding: .utf8))

@@ -189,7 +189,7 @@ import Testing
         process.standardError = pipe
         let output = LockedText()
         pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
-        try process.run()
+        try process.runHoldingEnvironment()
         defer {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()

@@ -62,7 +62,7 @@ import TestSupport
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         p.standardInput = Pipe()
-        try p.run()
+        try p.runHoldingEnvironment()
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if (try? RawHTTPClient(port: port, timeout: 1)) != nil { return (p, port) }

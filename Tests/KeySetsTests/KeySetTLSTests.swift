@@ -41,7 +41,7 @@ final class TLSJWKSServer {
         process.standardOutput = FileHandle(forWritingAtPath: log)
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        try process.run()
+        try process.runHoldingEnvironment()
         var found: UInt16?
         _ = KeySetFixtures.waitUntil(10) {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
@@ -111,6 +111,9 @@ final class TLSJWKSServer {
     @Test func systemStoreAcceptsATrustedCA() throws {
         let server = try TLSJWKSServer(document: "{}")
         defer { server.stop() }
+        // The environment is the process's: no other test may spawn a child while it is changed (`environmentLock`).
+        environmentLock.lock()
+        defer { environmentLock.unlock() }
         setenv("SSL_CERT_FILE", server.caFile, 1)
         defer { unsetenv("SSL_CERT_FILE") }
         let r = try BlockingHTTPClient(timeout: 5).get("https://127.0.0.1:\(server.port)/jwks.json")

@@ -30,7 +30,7 @@ final class RedisTestServer {
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runHoldingEnvironment()
         process = p
         guard ReplayTest.eventually(10, { (try? self.cli(["PING"])) == "PONG" }) else {
             throw ReplayStoreError("redis-server on port \(port) did not answer PING")
@@ -58,7 +58,7 @@ final class RedisTestServer {
         let pipe = Pipe()
         p.standardOutput = pipe
         p.standardError = FileHandle.nullDevice
-        try p.run()
+        try p.runHoldingEnvironment()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
