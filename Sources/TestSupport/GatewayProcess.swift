@@ -5,6 +5,7 @@ import Glibc
 /// Its stdout (JSON log lines) is collected; `start` returns once the "listening" line names the ports.
 public final class GatewayProcess: @unchecked Sendable {
     public let process = Process()
+    private let pipe = Pipe()
     private let lock = NSLock()
     private var output = Data()
     public private(set) var port: UInt16 = 0
@@ -21,12 +22,18 @@ public final class GatewayProcess: @unchecked Sendable {
             process.arguments = arguments
         }
         if let environment { process.environment = environment }
-        let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
+        // The handler is a dispatch source on the pipe's descriptor: it is cancelled at end of file and in `deinit`,
+        // before the descriptor can be closed and reused by another test's socket (a source left on a reused
+        // descriptor crashes libdispatch's event loop).
         pipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            guard let self, !d.isEmpty else { return }
+            guard !d.isEmpty else {
+                h.readabilityHandler = nil
+                return
+            }
+            guard let self else { return }
             self.lock.lock(); self.output.append(d); self.lock.unlock()
         }
         try process.runHoldingEnvironment()
@@ -95,5 +102,6 @@ public final class GatewayProcess: @unchecked Sendable {
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        pipe.fileHandleForReading.readabilityHandler = nil
     }
 }

@@ -188,11 +188,16 @@ import Testing
         process.standardOutput = pipe
         process.standardError = pipe
         let output = LockedText()
-        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            // End of file: cancel the handler's dispatch source before the descriptor can be reused.
+            if data.isEmpty { handle.readabilityHandler = nil } else { output.append(data) }
+        }
         try process.runHoldingEnvironment()
         defer {
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
+            pipe.fileHandleForReading.readabilityHandler = nil
         }
 
         let deadline = Date().addingTimeInterval(60)
