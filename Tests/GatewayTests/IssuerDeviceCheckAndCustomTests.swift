@@ -145,8 +145,9 @@ import TestSupport
         return try StrictJSON.parse(payload)
     }
 
-    static func status(_ r: TestResponse) -> String {
-        ((try? StrictJSON.parse(r.body).member("error")?.member("status")?.stringValue) ?? nil) ?? r.bodyText
+    /// The Google-style `error.status` of a refusal; a body that is not that shape fails the test (it throws).
+    static func status(_ r: TestResponse) throws -> String {
+        try #require(try StrictJSON.parse(r.body).member("error")?.member("status")?.stringValue, "\(r.bodyText)")
     }
 
     // MARK: DeviceCheck
@@ -167,7 +168,7 @@ import TestSupport
         #expect(body.member("device_token")?.stringValue == Data("valid-device-1".utf8).base64EncodedString())
 
         let again = try rig.deviceCheck("valid-device-1")
-        #expect(again.status == 403 && Self.status(again) == "PERMISSION_DENIED", "\(again.bodyText)")
+        #expect(try again.status == 403 && Self.status(again) == "PERMISSION_DENIED", "\(again.bodyText)")
         #expect(rig.issuerLine("exchangeDeviceCheckToken", 1).contains(#""rule":"device_token_reused""#))
 
         // A second device: minted, and the bearer token made for the first call was reused (cached up to 20 min).
@@ -182,7 +183,7 @@ import TestSupport
         let rig = try Rig()
         defer { rig.stop() }
         let r = try rig.deviceCheck("bad-device")
-        #expect(r.status == 403 && Self.status(r) == "PERMISSION_DENIED")
+        #expect(try r.status == 403 && Self.status(r) == "PERMISSION_DENIED")
         #expect(!r.bodyText.contains("Bad Device Token"), "Apple's reason must not reach the client")
         let line = rig.issuerLine("exchangeDeviceCheckToken")
         #expect(line.contains(#""rule":"devicecheck_refused""#) && line.contains(#""detail":"Bad Device Token""#), "\(line)")
@@ -194,7 +195,7 @@ import TestSupport
         let rig = try Rig(hangSeconds: 30)
         defer { rig.stop() }
         let failing = try rig.deviceCheck("error-500")
-        #expect(failing.status == 503 && Self.status(failing) == "UNAVAILABLE", "\(failing.bodyText)")
+        #expect(try failing.status == 503 && Self.status(failing) == "UNAVAILABLE", "\(failing.bodyText)")
         #expect(rig.issuerLine("exchangeDeviceCheckToken").contains(#""rule":"devicecheck_unavailable""#))
 
         let started = Date()
@@ -212,7 +213,7 @@ import TestSupport
         let rig = try Rig(appleKnowsOurKey: false)
         defer { rig.stop() }
         let r = try rig.deviceCheck("valid-device")
-        #expect(r.status == 503 && Self.status(r) == "UNAVAILABLE", "\(r.bodyText)")
+        #expect(try r.status == 503 && Self.status(r) == "UNAVAILABLE", "\(r.bodyText)")
         #expect(rig.issuerLine("exchangeDeviceCheckToken").contains(#""rule":"devicecheck_key_refused""#))
         _ = rig.issuerLine("exchangeDeviceCheckToken")
         let ops = rig.gateway.logLines().filter { $0.contains("DeviceCheck refused the configured key") }
@@ -224,7 +225,7 @@ import TestSupport
         defer { rig.stop() }
         for body in [#"{}"#, #"{"device_token":"***"}"#, #"{"device_token":""}"#, #"{"device_token":"dmFsaWQ=","limited_use":"yes"}"#] {
             let r = try rig.post("exchangeDeviceCheckToken", body)
-            #expect(r.status == 400 && Self.status(r) == "INVALID_ARGUMENT", "\(body): \(r.bodyText)")
+            #expect(try r.status == 400 && Self.status(r) == "INVALID_ARGUMENT", "\(body): \(r.bodyText)")
         }
         // An app without device_check has no such method.
         let other = try rig.post("exchangeDeviceCheckToken", #"{"device_token":"dmFsaWQ="}"#, app: Self.otherApp)

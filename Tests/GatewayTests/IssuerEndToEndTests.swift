@@ -298,8 +298,9 @@ import Testing
 
     // MARK: the gateway verifies the tokens it mints (a second key set beside Firebase's)
 
-    static func reason(_ r: TestResponse) -> String {
-        ((try? StrictJSON.parse(r.body).member("reason")?.stringValue) ?? nil) ?? r.bodyText
+    /// The gateway's `reason` field; a body that is not the gateway's JSON error fails the test (it throws).
+    static func reason(_ r: TestResponse) throws -> String {
+        try #require(try StrictJSON.parse(r.body).member("reason")?.stringValue, "\(r.bodyText)")
     }
 
     @Test func ownTokensOpenEnforcedRoutesWithoutFirebase() throws {
@@ -322,7 +323,7 @@ import Testing
         let first = try rig.call("POST", "/redeem", token: limited)
         #expect(first.status == 200, "\(first.bodyText)")
         let again = try rig.call("POST", "/redeem", token: limited)
-        #expect(again.status == 401 && Self.reason(again) == "reused", "\(again.bodyText)")
+        #expect(try again.status == 401 && Self.reason(again) == "reused", "\(again.bodyText)")
         let sessionOnReplay = try rig.call("POST", "/redeem", token: session)
         #expect(sessionOnReplay.status == 401, "a session token is not limited-use: \(sessionOnReplay.bodyText)")
     }
@@ -333,7 +334,7 @@ import Testing
         let debug = try Self.token(try rig.post("exchangeDebugToken", #"{"debug_token":"\#(Self.debugSecret)"}"#))
         #expect(try rig.call("GET", "/api/x", token: debug).status == 200)
         let refused = try rig.call("GET", "/attested/x", token: debug)
-        #expect(refused.status == 401 && Self.reason(refused) == "provider_not_allowed", "\(refused.bodyText)")
+        #expect(try refused.status == 401 && Self.reason(refused) == "provider_not_allowed", "\(refused.bodyText)")
     }
 
     @Test func aKeyVouchesOnlyForItsOwnIssuer() throws {
@@ -350,13 +351,13 @@ import Testing
         let forged = try TokenMinter.mint(key: ownKey, kid: ownKid, projectNumber: "123456789012", projectId: "demo-project",
                                           appId: Self.appId, issuedAt: now, ttl: 3600)
         let r1 = try rig.call("GET", "/api/x", token: forged)
-        #expect(r1.status == 401 && Self.reason(r1) == "wrong_issuer", "\(r1.bodyText)")
+        #expect(try r1.status == 401 && Self.reason(r1) == "wrong_issuer", "\(r1.bodyText)")
         // Firebase's key with the own issuer's `iss`.
         let borrowed = try TokenMinter.mintIssued(key: firebase.key, kid: firebase.kid, issuerURL: "https://api.example.com/appcheck",
                                                   projectNumber: "123456789012", projectId: "demo-project", appId: Self.appId,
                                                   issuedAt: now, ttl: 3600, provider: .debug)
         let r2 = try rig.call("GET", "/api/x", token: borrowed)
-        #expect(r2.status == 401 && Self.reason(r2) == "wrong_issuer", "\(r2.bodyText)")
+        #expect(try r2.status == 401 && Self.reason(r2) == "wrong_issuer", "\(r2.bodyText)")
     }
 
     @Test func tokensOfATrustedDeploymentVerifyAgainstItsOwnKeySet() throws {
@@ -388,7 +389,7 @@ import Testing
         // The trusted set is fetched at start, in the background: poll until the first answer that is not unknown_kid.
         var first = try call(trusted)
         let deadline = Date().addingTimeInterval(20)
-        while first.status != 200 && ["unknown_kid", "jwks_unavailable"].contains(Self.reason(first)) && Date() < deadline {
+        while try first.status != 200 && ["unknown_kid", "jwks_unavailable"].contains(Self.reason(first)) && Date() < deadline {
             usleep(50_000)
             first = try call(trusted)
         }
@@ -397,7 +398,7 @@ import Testing
         let borrowed = try TokenMinter.mint(key: other.key, kid: other.kid, projectNumber: "123456789012", appId: Self.appId,
                                             issuedAt: now, ttl: 3600)
         let refused = try call(borrowed)
-        #expect(refused.status == 401 && Self.reason(refused) == "wrong_issuer", "\(refused.bodyText)")
+        #expect(try refused.status == 401 && Self.reason(refused) == "wrong_issuer", "\(refused.bodyText)")
         // A deployment that is not trusted: its key is in no set.
         let stranger = try LocalIssuer()
         defer { stranger.stop() }
@@ -406,6 +407,6 @@ import Testing
                                                  provider: .appAttest)
         // (Firebase's set is unreachable in this test, so the gateway cannot tell: 503 jwks_unavailable.)
         let strange = try call(unknown)
-        #expect(strange.status != 200 && ["unknown_kid", "jwks_unavailable"].contains(Self.reason(strange)), "\(strange.bodyText)")
+        #expect(try strange.status != 200 && ["unknown_kid", "jwks_unavailable"].contains(Self.reason(strange)), "\(strange.bodyText)")
     }
 }

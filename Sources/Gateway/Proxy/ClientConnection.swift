@@ -34,23 +34,23 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// Output; its storage is released whenever it is empty between exchanges.
     let outBuf = IOBuffer(capacity: IOBuffer.releasedCapacity)
     private var parser: HTTPRequestHeadParser
-    private(set) var phase = Phase.head
-    private var readPaused = false
+    var phase = Phase.head
+    var readPaused = false
     private var readPending = false
     /// epoll reported the end of the client's stream (RDHUP, HUP or ERR). Edge-triggered: it is reported once, so it
     /// is kept (and handed to HTTP/2 with the socket); bytes before the end may still be unread.
     private(set) var peerHungUp = false
     private var processing = false
     private var requestsSeen = 0
-    private var closeAfterResponse = false
-    private var clientVersionMinor = 1
+    var closeAfterResponse = false
+    var clientVersionMinor = 1
     private(set) var exchange: Exchange?
     /// How the current request's body is framed on this connection (decoded here, handed to the exchange).
     private var bodyFraming = RequestBodyState.none
     /// How the current response's body is framed towards the client.
-    private var responseFraming = ClientResponseFraming.pending
-    private var timeouts: RequestDeadlines
-    private var timer: LoopTimer!
+    var responseFraming = ClientResponseFraming.pending
+    var timeouts: RequestDeadlines
+    var timer: LoopTimer!
     private var headStarted = false
     /// The connection is in the worker's table until `close()`.
     var registered = false
@@ -296,7 +296,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     }
 
     /// An answer when no request head could be read (malformed, or `header_timeout`); the connection closes.
-    private func answerWithoutRequest(status: Int, code: String, reason: String) {
+    func answerWithoutRequest(status: Int, code: String, reason: String) {
         closeAfterResponse = true
         let ex = Exchange(malformedWith: nil, context: context, responder: self)
         exchange = ex
@@ -399,83 +399,6 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         return false
     }
 
-    // MARK: response (ExchangeResponder)
-
-    /// HTTP/1.1 pushes back through `writePart`'s answer (the client buffer's high-water mark), so the body may
-    /// always start.
-    func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
-        if !ex.bodyEnded || context.draining { closeAfterResponse = true }
-        ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.requestId,
-                                 responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
-                                 closeAfterResponse: &closeAfterResponse)
-        return true
-    }
-
-    func writePart(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
-        switch responseFraming {
-        case .chunked:
-            outBuf.appendHex(data.count)
-            outBuf.append(Self.crlf)
-            outBuf.append(data)
-            outBuf.append(Self.crlf)
-        case .length(let remaining):
-            let n = min(Int64(data.count), remaining)
-            outBuf.append(UnsafeRawBufferPointer(rebasing: data[0..<Int(n)]))
-            responseFraming = .length(remaining: remaining - n)
-        case .close:
-            outBuf.append(data)
-        case .none, .pending:
-            break
-        }
-        // Streamed responses (server-sent events, slow producers) go out as they arrive.
-        flush()
-        return outBuf.readableCount <= Backpressure.highWater
-    }
-
-    private static let crlf: [UInt8] = [13, 10]
-    private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
-
-    func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
-        if case .chunked = responseFraming { outBuf.append(Self.lastChunk) }
-        if case .close = responseFraming { closeAfterResponse = true }
-        // Answered before the body was read: the rest of the body must not be read as a request.
-        if !requestComplete { closeAfterResponse = true }
-    }
-
-    func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange ex: Exchange) {
-        if close { closeAfterResponse = true }
-        ResponseHeadWriter.writeStatusLine(status, into: outBuf)
-        outBuf.append(ErrorResponse.reasonPhrase(status))
-        for (name, value) in headers {
-            outBuf.append(Self.crlf)
-            outBuf.append(name)
-            outBuf.append(Self.colon)
-            outBuf.append(value)
-        }
-        outBuf.append(Self.contentLength)
-        outBuf.appendDecimal(body.count)
-        outBuf.append(Self.requestIdField)
-        outBuf.append(ex.requestId)
-        if closeAfterResponse { outBuf.append(Self.connectionClose) }
-        outBuf.append(Self.endOfHead)
-        if !ex.isHead { outBuf.append(body) }
-    }
-
-    private static let colon: [UInt8] = Array(": ".utf8)
-    private static let contentLength: [UInt8] = Array("\r\nContent-Length: ".utf8)
-    private static let requestIdField: [UInt8] = Array("\r\nX-Request-Id: ".utf8)
-    private static let connectionClose: [UInt8] = Array("\r\nConnection: close".utf8)
-    private static let endOfHead: [UInt8] = Array("\r\n\r\n".utf8)
-
-    func sendContinue(exchange ex: Exchange) {
-        outBuf.append(Self.continueResponse)
-        flush()
-    }
-
-    private static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
-
-    func abortResponse(exchange ex: Exchange) { abort() }
-
     // MARK: completion
 
     func exchangeFinished(_ ex: Exchange) {
@@ -542,53 +465,6 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if outBuf.readableCount <= Backpressure.lowWater, let ex = exchange { ex.clientDrained() }
     }
 
-    // MARK: timers
-
-    /// Schedules the timer for `timeouts.deadline`. Lazy both ways, so a keep-alive request costs no timer-heap
-    /// work: the timer only moves earlier here (one that fires early re-schedules itself for the real deadline), and
-    /// no deadline leaves it armed (firing then does nothing). `close()` cancels it.
-    private func syncTimer() {
-        guard phase != .closed else { return }
-        let at = timeouts.deadline
-        if at == 0 { return }
-        if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
-    }
-
-    /// Body bytes arrived: `body_timeout` is the longest gap between two of them.
-    @inline(__always)
-    private func bodyProgressed() {
-        timeouts.bodyProgressed(now: context.loop.now)
-        syncTimer()
-    }
-
-    private func timerFired() {
-        guard phase != .closed else { return }
-        switch timeouts.fire(now: context.loop.now, readPaused: readPaused, responseStarted: exchange?.headSent ?? false) {
-        case .none:
-            return
-        case .reschedule(let at):
-            context.loop.schedule(timer, at: at)
-        case .close:
-            close()
-        case .abort:
-            abort()
-        case .requestTimeout(let reason):
-            if let ex = exchange {
-                ex.bodyTimedOut()
-            } else {
-                answerWithoutRequest(status: 408, code: "request_timeout", reason: reason)
-            }
-        }
-    }
-
-    /// This socket now speaks HTTP/2: the worker moves it to an `H2Connection` (same fd, same transport).
-    private func handOverToHTTP2(initial: UnsafeRawBufferPointer) {
-        phase = .closed
-        timeouts.closed()
-        context.loop.cancel(timer)
-        context.connections.handOver(self, initial: initial)
-    }
-
     // MARK: shutdown
 
     /// Closes the connection if it is between requests (graceful drain); otherwise marks it to close after the
@@ -615,22 +491,4 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         Socket.close(fd)
         context.connections.connectionClosed(self)
     }
-}
-
-/// How an HTTP/1.1 request body is delimited on the connection (RFC 9112 §6.3), as it is being read.
-enum RequestBodyState {
-    case none
-    case length(remaining: Int64)
-    case chunked(ChunkedDecoder)
-    case done
-}
-
-/// How the response body is framed towards an HTTP/1.1 client.
-enum ClientResponseFraming {
-    case pending
-    case none
-    case length(remaining: Int64)
-    case chunked
-    /// HTTP/1.0 client and a response of unknown length: the body ends when we close.
-    case close
 }

@@ -36,7 +36,8 @@ final class Exchange: UpstreamOwner {
     private(set) var upstreamStart: UInt64 = 0
     private(set) var upstreamEnd: UInt64 = 0
     /// Extra access-log fields (a built-in handler's), never a secret.
-    private(set) var logFields: [(String, String)] = []
+    /// Set by the built-in handler side too (`Exchange+Builtin.swift`).
+    var logFields: [(String, String)] = []
     private(set) var pool: UpstreamPool?
 
     // MARK: progress
@@ -64,10 +65,10 @@ final class Exchange: UpstreamOwner {
     /// Not retained (a retain per request of a connection that has a side table is measurable): every adapter
     /// outlives its exchange's use of it, because it cancels the exchange (`cancel()`, which drops this) before it
     /// goes away, and a finished exchange drops it too.
-    private unowned(unsafe) var responder: ExchangeResponder?
+    unowned(unsafe) var responder: ExchangeResponder?
     /// The loop's context outlives the exchange.
     unowned(unsafe) let context: LoopContext
-    private var head: HTTPRequestHead?
+    var head: HTTPRequestHead?
     private var target: RequestTarget?
     /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
     /// the exchange waits for its App Check answer).
@@ -78,12 +79,12 @@ final class Exchange: UpstreamOwner {
     private var chunkedUpstream = false
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
     private var pendingBody: [UInt8] = []
-    private var builtin: BuiltinHandler?
-    private var builtinBody: [UInt8] = []
+    var builtin: BuiltinHandler?
+    var builtinBody: [UInt8] = []
     /// Bytes of `SharedState.builtinBodyBytes` this exchange holds (the built-in body's declared or received size).
-    private var builtinBodyReserved = 0
+    var builtinBodyReserved = 0
     /// The client's `ClientAddressKey`, for a built-in handler's limits.
-    private var builtinClient = ""
+    var builtinClient = ""
 
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
@@ -381,70 +382,6 @@ final class Exchange: UpstreamOwner {
         }
     }
 
-    // MARK: built-in handlers
-
-    private func runBuiltin() {
-        guard let handler = builtin else { return }
-        let request = BuiltinRequest(method: method, path: path, headers: head?.headers ?? HTTPHeaders(),
-                                     body: builtinBody, requestId: requestId, client: builtinClient)
-        builtinBody = []
-        head = nil
-        handler.handle(request) { [weak self] response in
-            guard let self, case .builtinWaiting = self.machine.state else { return }
-            self.builtinAnswered(response, close: false)
-        }
-    }
-
-    private func builtinAnswered(_ response: BuiltinResponse, close: Bool) {
-        guard !machine.isDone else { return }
-        logFields = response.logFields
-        answer(PendingAnswer(status: response.status, headers: response.headers, body: response.body), close: close)
-    }
-
-    /// A refusal of the exchange's own, in the handler's words when it has them; the connection closes (the body
-    /// is not read).
-    private func builtinRefused(_ refusal: BuiltinRefusal) {
-        if let response = builtin?.answer(refusal) {
-            builtinAnswered(response, close: true)
-        } else if case .bodyTooLarge = refusal {
-            respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
-        } else {
-            respondError(status: 503, code: "overloaded", reason: "builtin_body_budget", close: true, retryAfter: 1)
-        }
-    }
-
-    /// Takes `count` more bytes of the process's built-in body budget; false when they do not fit.
-    private func reserveBuiltinBody(_ count: Int) -> Bool {
-        guard count > 0 else { return true }
-        guard let gauge = context.shared?.builtinBodyBytes else { return true }
-        guard gauge.reserve(count) else { return false }
-        builtinBodyReserved += count
-        return true
-    }
-
-    private func releaseBuiltinBody() {
-        guard builtinBodyReserved > 0, let gauge = context.shared?.builtinBodyBytes else { return }
-        let trim = gauge.release(builtinBodyReserved)
-        builtinBodyReserved = 0
-        builtinBody = []
-        if trim { context.scheduleMemoryTrim() }
-    }
-
-    /// The `ClientAddressKey` a built-in handler limits this client by: the peer's address, or, when the peer is
-    /// one of `trusted_proxies`, the last `X-Forwarded-For` hop (the address that proxy saw; docs/behaviour.md).
-    private func clientAddressKey(_ head: HTTPRequestHead) -> String {
-        guard let responder else { return "" }
-        if responder.peerTrusted {
-            var last: Int?
-            while let next = head.headers.firstIndex(ofLiteral: "x-forwarded-for", after: last ?? -1) { last = next }
-            if let last, let hop = head.headers.value(at: last).split(separator: ",").last,
-               let key = ClientAddressKey.key(text: hop) {
-                return key
-            }
-        }
-        return ClientAddressKey.key(text: Substring(responder.peerIP)) ?? responder.peerIP
-    }
-
     // MARK: upstream (UpstreamOwner)
 
     func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
@@ -476,7 +413,7 @@ final class Exchange: UpstreamOwner {
 
     // MARK: answers of our own
 
-    private struct PendingAnswer {
+    struct PendingAnswer {
         var status: Int
         var headers: [(String, String)]
         var body: [UInt8]
@@ -500,7 +437,7 @@ final class Exchange: UpstreamOwner {
     }
 
     /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.
-    private func answer(_ answer: PendingAnswer, close: Bool) {
+    func answer(_ answer: PendingAnswer, close: Bool) {
         switch machine.answer(close: close) {
         case .answer(let close): writeAnswer(answer, close: close)
         case let other: perform(other)
@@ -524,48 +461,4 @@ final class Exchange: UpstreamOwner {
         responder = nil
         r?.exchangeFinished(self)
     }
-}
-
-/// The result of the App Check step for one request, as logged and forwarded.
-struct AppCheckOutcome {
-    /// `X-AppCheck-Status`; its text only where a header or a log line is written.
-    enum Status: UInt8, CaseIterable {
-        case verified, missing, invalid, reused, skipped
-
-        var name: String {
-            switch self {
-            case .verified: "verified"
-            case .missing: "missing"
-            case .invalid: "invalid"
-            case .reused: "reused"
-            case .skipped: "skipped"
-            }
-        }
-    }
-
-    /// Firebase's request category (docs/operations.md); the raw value is its index in `LoopMetrics.outcomes`, so
-    /// metrics count it without looking at text.
-    enum Category: UInt8, CaseIterable {
-        case verified, outdatedClient, unknownOrigin, invalid, reused, skipped
-
-        var name: String {
-            switch self {
-            case .verified: "verified"
-            case .outdatedClient: "outdated_client"
-            case .unknownOrigin: "unknown_origin"
-            case .invalid: "invalid"
-            case .reused: "reused"
-            case .skipped: "skipped"
-            }
-        }
-    }
-
-    var status: Status
-    var outcome: Category
-    var reason: String?
-    var appId: String?
-    /// First 16 hex chars of SHA-256 of the token, for logs.
-    var tokenSHA256: String?
-
-    static let skipped = AppCheckOutcome(status: .skipped, outcome: .skipped)
 }

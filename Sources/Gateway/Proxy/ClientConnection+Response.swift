@@ -1,0 +1,99 @@
+import EventLoop
+import HTTPWire
+
+/// The HTTP/1.1 connection's side of `ExchangeResponder`: response heads, bodies (chunked, by length, or until close),
+/// the gateway's own complete answers and `100 Continue`, written into the connection's output buffer.
+extension ClientConnection {
+    /// HTTP/1.1 pushes back through `writePart`'s answer (the client buffer's high-water mark), so the body may
+    /// always start.
+    func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
+        if !ex.bodyEnded || context.draining { closeAfterResponse = true }
+        ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.requestId,
+                                 responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
+                                 closeAfterResponse: &closeAfterResponse)
+        return true
+    }
+
+    func writePart(_ data: UnsafeRawBufferPointer, exchange ex: Exchange) -> Bool {
+        switch responseFraming {
+        case .chunked:
+            outBuf.appendHex(data.count)
+            outBuf.append(Self.crlf)
+            outBuf.append(data)
+            outBuf.append(Self.crlf)
+        case .length(let remaining):
+            let n = min(Int64(data.count), remaining)
+            outBuf.append(UnsafeRawBufferPointer(rebasing: data[0..<Int(n)]))
+            responseFraming = .length(remaining: remaining - n)
+        case .close:
+            outBuf.append(data)
+        case .none, .pending:
+            break
+        }
+        // Streamed responses (server-sent events, slow producers) go out as they arrive.
+        flush()
+        return outBuf.readableCount <= Backpressure.highWater
+    }
+
+    static let crlf: [UInt8] = [13, 10]
+    static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+
+    func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
+        if case .chunked = responseFraming { outBuf.append(Self.lastChunk) }
+        if case .close = responseFraming { closeAfterResponse = true }
+        // Answered before the body was read: the rest of the body must not be read as a request.
+        if !requestComplete { closeAfterResponse = true }
+    }
+
+    func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange ex: Exchange) {
+        if close { closeAfterResponse = true }
+        ResponseHeadWriter.writeStatusLine(status, into: outBuf)
+        outBuf.append(ErrorResponse.reasonPhrase(status))
+        for (name, value) in headers {
+            outBuf.append(Self.crlf)
+            outBuf.append(name)
+            outBuf.append(Self.colon)
+            outBuf.append(value)
+        }
+        outBuf.append(Self.contentLength)
+        outBuf.appendDecimal(body.count)
+        outBuf.append(Self.requestIdField)
+        outBuf.append(ex.requestId)
+        if closeAfterResponse { outBuf.append(Self.connectionClose) }
+        outBuf.append(Self.endOfHead)
+        if !ex.isHead { outBuf.append(body) }
+    }
+
+    static let colon: [UInt8] = Array(": ".utf8)
+    static let contentLength: [UInt8] = Array("\r\nContent-Length: ".utf8)
+    static let requestIdField: [UInt8] = Array("\r\nX-Request-Id: ".utf8)
+    static let connectionClose: [UInt8] = Array("\r\nConnection: close".utf8)
+    static let endOfHead: [UInt8] = Array("\r\n\r\n".utf8)
+
+    func sendContinue(exchange ex: Exchange) {
+        outBuf.append(Self.continueResponse)
+        flush()
+    }
+
+    static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    func abortResponse(exchange ex: Exchange) { abort() }
+}
+
+/// How an HTTP/1.1 request body is delimited on the connection (RFC 9112 §6.3), as it is being read.
+enum RequestBodyState {
+    case none
+    case length(remaining: Int64)
+    case chunked(ChunkedDecoder)
+    case done
+}
+
+/// How the response body is framed towards an HTTP/1.1 client.
+enum ClientResponseFraming {
+    case pending
+    case none
+    case length(remaining: Int64)
+    case chunked
+    /// HTTP/1.0 client and a response of unknown length: the body ends when we close.
+    case close
+}
