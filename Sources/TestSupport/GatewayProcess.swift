@@ -52,9 +52,14 @@ public final class GatewayProcess: @unchecked Sendable {
         return p
     }
 
+    /// The complete lines printed so far (a line still being written, read in part from the pipe, is left out until
+    /// its newline arrives or the process has exited: a test must never act on half a line).
     public var lines: [String] {
+        let running = process.isRunning
         lock.lock(); defer { lock.unlock() }
-        return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
+        var all = String(decoding: output, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        if running { all.removeLast() }
+        return all.filter { !$0.isEmpty }.map(String.init)
     }
 
     /// Waits for a line containing `text` that was printed after `skip` lines; returns it.

@@ -6,7 +6,7 @@ extension ClientConnection {
     /// work: the timer only moves earlier here (one that fires early re-schedules itself for the real deadline), and
     /// no deadline leaves it armed (firing then does nothing). `close()` cancels it.
     func syncTimer() {
-        guard phase != .closed else { return }
+        guard phase.isServing else { return }
         let at = timeouts.deadline
         if at == 0 { return }
         if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
@@ -21,6 +21,7 @@ extension ClientConnection {
 
     func timerFired() {
         guard phase != .closed else { return }
+        if phase == .lingering { close(); return }
         switch timeouts.fire(now: context.loop.now, readPaused: readPaused, responseStarted: exchange?.headSent ?? false) {
         case .none:
             return

@@ -18,7 +18,13 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     /// `head`: reading a request head. `busy`: the exchange decides or answers; body bytes and pipelined requests
     /// stay buffered. `body`: the exchange wants the body, which is decoded and handed over as it arrives.
-    enum Phase { case head, busy, body, closed }
+    /// `lingering`: the last response is out and the sending side shut; what the client still sends is read and
+    /// dropped until it closes or `Linger` ends it (ClientConnection+Closing.swift).
+    enum Phase {
+        case head, busy, body, lingering, closed
+        /// Requests are read and answered (not `lingering`, not `closed`).
+        var isServing: Bool { self != .lingering && self != .closed }
+    }
 
     let fd: Int32
     /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
@@ -43,21 +49,28 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private var processing = false
     private var requestsSeen = 0
     var closeAfterResponse = false
+    /// The connection closes after a response given while the client was still sending (a body not read, bytes
+    /// after a malformed head): it lingers instead of closing at once, so the client reads that response rather
+    /// than a reset (ClientConnection+Closing.swift).
+    var linger: Linger?
+    /// When lingering must end at the latest (loop clock).
+    var lingerEnds: UInt64 = 0
     var clientVersionMinor = 1
-    private(set) var exchange: Exchange?
+    /// Set by `begin`, cleared by `exchangeFinished` and `close` (ClientConnection+Closing.swift) only.
+    var exchange: Exchange?
     /// How the current request's body is framed on this connection (decoded here, handed to the exchange).
     private var bodyFraming = RequestBodyState.none
     /// How the current response's body is framed towards the client.
     var responseFraming = ClientResponseFraming.pending
     var timeouts: RequestDeadlines
     var timer: LoopTimer!
-    private var headStarted = false
+    private(set) var headStarted = false
     /// The connection is in the worker's table until `close()`.
     var registered = false
 
     /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
     let transport: Transport
-    private var handshaking = false
+    private(set) var handshaking = false
     /// `X-Forwarded-Proto` of this connection.
     var scheme: String { transport.isTLS ? "https" : "http" }
     var peerTrusted: Bool { context.runtime.isTrusted(peer) }
@@ -83,6 +96,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     func handleEvent(_ events: UInt32) {
         if phase == .closed { return }
+        if phase == .lingering { lingerRead(); return }
         if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             peerHungUp = true
             // Reading is paused only while a request is under way (its body held back, or pipelined bytes waiting
@@ -94,13 +108,13 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             // on any event, try both.
             if handshaking { continueHandshake(stream); return }
             if readPaused { readPending = true } else { readFromSocket() }
-            if phase != .closed { flush() }
+            if phase.isServing { flush() }
             return
         }
         if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             if readPaused { readPending = true } else { readFromSocket() }
         }
-        if phase != .closed && events & EventLoop.writable != 0 { flush() }
+        if phase.isServing && events & EventLoop.writable != 0 { flush() }
     }
 
     /// Starts serving: a new connection must start its first request (or the h2c preface) within
@@ -151,7 +165,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         readPending = false
         borrowScratch()
         defer { returnScratch() }
-        while phase != .closed && !readPaused {
+        while phase.isServing && !readPaused {
             switch transportRead(max: Self.readSize) {
             case .processed(let n):
                 processInput()
@@ -192,7 +206,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         }
         borrowed = false
         let scratch = inBuf
-        if scratch.isEmpty || phase == .closed {
+        if scratch.isEmpty || !phase.isServing {
             inBuf = context.emptyBuffer
         } else {
             let own = IOBuffer(capacity: max(scratch.readableCount, 1024))
@@ -208,7 +222,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         guard readPaused else { return }
         readPaused = false
         processInput()
-        if phase != .closed && !readPaused { readFromSocket() }
+        if phase.isServing && !readPaused { readFromSocket() }
     }
 
     /// The client is gone: its byte stream ended (a read returned EOF, a TLS `close_notify`, or the end was reported
@@ -230,11 +244,11 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         processBuffered()
         processing = false
         // A read asked for while we were busy (reading resumed inside the loop) happens now.
-        if readPending && !readPaused && phase != .closed { readFromSocket() }
+        if readPending && !readPaused && phase.isServing { readFromSocket() }
     }
 
     private func processBuffered() {
-        while phase != .closed {
+        while phase.isServing {
             switch phase {
             case .head:
                 if inBuf.isEmpty { return }
@@ -276,13 +290,15 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 // Pipelined (or body) bytes wait; stop reading once more than a head's worth is buffered.
                 if inBuf.readableCount > context.runtime.parserLimits.maxHeadBytes { pauseReading() }
                 return
-            case .closed:
+            case .lingering, .closed:
                 return
             }
         }
     }
 
     private func refuseMalformed(_ error: HTTPParseError) {
+        // The client may still be sending the rest of what was refused (a head over the limit): linger.
+        if !peerHungUp && clientHasUnreadBytes() { linger = .untilClientCloses }
         let code: String
         switch error.status {
         case 413: code = "body_too_large"
@@ -348,7 +364,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             if readPaused { resumeReading() } else { processInput() }
         case .body:
             resumeReading()
-        case .head, .closed:
+        case .head, .lingering, .closed:
             return
         }
     }
@@ -392,7 +408,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             timeouts.requestComplete()
             syncTimer()
             ex.receiveEnd()
-            return phase != .closed
+            return phase.isServing
         }
         bodyProgressed()
         if hold { pauseReading() }
@@ -404,16 +420,19 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     func exchangeFinished(_ ex: Exchange) {
         guard exchange === ex, phase != .closed else { return }
         exchange = nil
+        if closeAfterResponse && !peerHungUp && linger == nil {
+            linger = Linger(unreadBody: bodyFraming, buffered: inBuf.readable)
+        }
         bodyFraming = .none
         if closeAfterResponse {
             phase = .busy
             flush()
-            if phase != .closed && outBuf.isEmpty { close() }
+            if phase == .busy && outBuf.isEmpty { closeOrLinger() }
             return
         }
         phase = .head
         flush()
-        if phase == .closed { return }
+        if !phase.isServing { return }
         timeouts.awaitNextRequest(now: context.loop.now)
         syncTimer()
         if processing {
@@ -446,7 +465,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     /// Writes what is buffered; closes when done and the connection is to close.
     func flush() {
-        guard phase != .closed else { return }
+        guard phase.isServing else { return }
         if !outBuf.isEmpty {
             switch transportWrite() {
             case .processed, .wouldBlock: break
@@ -458,37 +477,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if outBuf.isEmpty {
             if exchange == nil { outBuf.release() }
             if exchange == nil && closeAfterResponse {
-                close()
+                closeOrLinger()
                 return
             }
         }
         if outBuf.readableCount <= Backpressure.lowWater, let ex = exchange { ex.clientDrained() }
-    }
-
-    // MARK: shutdown
-
-    /// Closes the connection if it is between requests (graceful drain); otherwise marks it to close after the
-    /// current response.
-    func drain() {
-        closeAfterResponse = true
-        if phase == .head && !headStarted && exchange == nil && outBuf.isEmpty && inBuf.isEmpty { close() }
-    }
-
-    /// Closes at once, dropping anything in flight.
-    func abort() { close() }
-
-    func close(_ cause: Exchange.Cancellation = .connectionClosed) {
-        guard phase != .closed else { return }
-        phase = .closed
-        timeouts.closed()
-        context.loop.cancel(timer)
-        if let ex = exchange {
-            exchange = nil
-            ex.cancel(cause)
-        }
-        context.loop.deregister(fd)
-        if case .tls(let stream) = transport, !handshaking { stream.shutdown() }
-        Socket.close(fd)
-        context.connections.connectionClosed(self)
     }
 }
