@@ -423,17 +423,24 @@ import Testing
                                   upstreamExtra: "    max_idle_connections: 0\n    max_connects_per_second: 2")
         }
         defer { h.stop() }
+        // Ten requests back to back. The bound is a rate, so what passes depends on how long they took on this
+        // machine: at most the burst (2) plus what refilled meanwhile; past it every one is refused, never sent.
         var statuses: [Int] = []
-        var limited: TestResponse?
-        for _ in 0..<4 {
+        var limited: [TestResponse] = []
+        let started = Date()
+        for _ in 0..<10 {
             let r = try RawHTTPClient.roundTrip(port: h.port, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
             statuses.append(r.status)
-            if r.status == 503 { limited = r }
+            if r.status == 503 { limited.append(r) }
         }
-        #expect(statuses.filter { $0 == 200 }.count == 2 && statuses.filter { $0 == 503 }.count == 2, "\(statuses)")
-        #expect(limited?.header("retry-after") == "1")
-        #expect(limited?.bodyText.contains("connect_rate_limited") == true, "\(limited?.bodyText ?? "")")
-        #expect(h.upstream.connectionCount == 2)
+        let elapsed = Date().timeIntervalSince(started)
+        let passed = statuses.filter { $0 == 200 }.count
+        #expect(Set(statuses).isSubset(of: [200, 503]), "\(statuses)")
+        #expect(passed >= 2 && passed <= 2 + Int((2 * elapsed).rounded(.up)), "\(statuses) in \(elapsed) s")
+        if elapsed < 4 { #expect(!limited.isEmpty, "\(statuses) in \(elapsed) s") }
+        #expect(limited.allSatisfy { $0.header("retry-after") == "1" && $0.bodyText.contains("connect_rate_limited") },
+                "\(limited.map(\.bodyText))")
+        #expect(h.upstream.connectionCount == passed)
         usleep(1_100_000)
         #expect(try RawHTTPClient.roundTrip(port: h.port, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n").status == 200)
     }

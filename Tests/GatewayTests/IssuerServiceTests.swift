@@ -159,12 +159,19 @@ import Testing
         #expect(try await state.insertKey(key) == true)
         #expect(try await state.insertKey(key) == false)
         #expect(try await state.key([1, 2, 3], appId: "1:1:ios:other") == nil)
-        let wins = await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<64 { group.addTask { (try? await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 1)) == .accepted } }
+        let (wins, errors) = await withTaskGroup(of: Result<CounterVerdict, any Error>.self) { group in
+            for _ in 0..<64 { group.addTask { await Result { try await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 1) } } }
             var count = 0
-            for await won in group where won { count += 1 }
-            return count
+            var errors: [String] = []
+            for await r in group {
+                switch r {
+                case .success(let v): if v == .accepted { count += 1 }
+                case .failure(let e): errors.append("\(e)")
+                }
+            }
+            return (count, errors)
         }
+        #expect(errors.isEmpty, "an error is not a lost race: \(errors)")
         #expect(wins == 1, "64 assertions with the same counter: exactly one passes")
         #expect(try await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 1) == .repeated)
         #expect(try await state.acceptCounter([1, 2, 3], appId: Self.appId, counter: 5) == .accepted)

@@ -38,17 +38,29 @@ import TestSupport
     /// `appcheck-gateway demo` prints numbered curl commands; each, pasted into a shell, does what its
     /// caption says, and so does the printed `mint` command.
     @Test func demoPrintsCommandsThatWorkWhenPasted() throws {
-        let port = try TestPKI.freePort()
-        var adminPort = try TestPKI.freePort()
-        while adminPort == port { adminPort = try TestPKI.freePort() }
-        var env = ProcessInfo.processInfo.environment
-        env["DEMO_PORT"] = String(port)
-        env["DEMO_ADMIN_PORT"] = String(adminPort)
-        let demo = try GatewayProcess(arguments: ["demo", "--config", Self.repoRoot.appendingPathComponent("Config/demo.yaml").path],
-                                      environment: env)
+        // The demo's ports are fixed numbers in its configuration (its issuer URL names the port), so they are
+        // picked here; another test may take one between the pick and the demo's bind: then pick again.
+        var started: (demo: GatewayProcess, port: UInt16, adminPort: UInt16)?
+        for _ in 0..<5 where started == nil {
+            let port = try TestPKI.freePort()
+            var adminPort = try TestPKI.freePort()
+            while adminPort == port { adminPort = try TestPKI.freePort() }
+            var env = ProcessInfo.processInfo.environment
+            env["DEMO_PORT"] = String(port)
+            env["DEMO_ADMIN_PORT"] = String(adminPort)
+            let demo = try GatewayProcess(arguments: ["demo", "--config", Self.repoRoot.appendingPathComponent("Config/demo.yaml").path],
+                                          environment: env)
+            // The mint line is the last one of the banner, printed (and flushed) once the gateway is ready.
+            do {
+                try demo.waitForLine(containing: " mint --key ", timeout: 60)
+                started = (demo, port, adminPort)
+            } catch {
+                Self.reap(demo)
+                guard demo.lines.contains(where: { $0.contains("Address already in use") }) else { throw error }
+            }
+        }
+        let (demo, port, adminPort) = try #require(started, "no free ports for the demo in five tries")
         defer { Self.reap(demo) }
-        // The mint line is the last one of the banner, printed (and flushed) once the gateway is ready.
-        try demo.waitForLine(containing: " mint --key ", timeout: 60)
         let banner = demo.lines
         #expect(banner.contains { $0.contains("Ready: yes") }, "\(banner)")
         #expect(banner.contains { $0.contains("gateway   http://127.0.0.1:\(port)") }, "\(banner)")
@@ -220,16 +232,15 @@ import TestSupport
         // The broken file changed nothing: the last good config (with /b) still serves.
         #expect(Self.status(gw.port, "/b") == 200)
 
-        // Keep the load going for about 3 s in all (bounded: the loop above waits at most 10 s per reload).
-        let rest = 3 - Date().timeIntervalSince(started)
-        if rest > 0 { usleep(useconds_t(rest * 1e6)) }
+        // The load goes on past the refused reload: more responses arrive on the same connections.
+        let afterReloads = load.responseCount
+        #expect(load.waitForResponses(afterReloads + 200, timeout: 20), "load stalled after the reloads: \(load.failures)")
         #expect(load.stop(timeout: 20), "load threads did not stop")
 
         let statuses = load.statuses
         let total = statuses.values.reduce(0, +)
         #expect(load.failures.isEmpty, "\(load.failures.prefix(5))")
         #expect(statuses.keys.sorted() == [200], "\(statuses)")
-        #expect(total >= 1000, "only \(total) responses")
         print("reloadUnderLoadFailsNoRequest: \(total) responses, all 200, over \(Date().timeIntervalSince(started)) s")
 
         let lines = gw.lines
@@ -248,7 +259,7 @@ import TestSupport
         let upstream = try SampleUpstream()
         defer { upstream.stop() }
         let grace = 5.0
-        let delayMs = 1500
+        let delayMs = 2500
         let config = GatewayHarness.config(upstream: "http://127.0.0.1:\(upstream.address.port)", routes: """
               - name: all
                 prefix: /
@@ -260,6 +271,11 @@ import TestSupport
         let gw = try GatewayProcess.serve(config: path, timeout: 30)
         defer { Self.reap(gw) }
 
+        // The load runs first, so that nothing slow stands between the slow requests and the signal.
+        let load = KeepAliveLoad(port: gw.port, path: "/load", threads: 3)
+        defer { load.stop() }
+        #expect(load.waitForResponses(30, timeout: 10), "load did not start: \(load.failures)")
+
         // Slow requests, each on its own connection, all received by the upstream before anything else runs.
         let slow = try (0..<4).map { _ in try RawHTTPClient(port: gw.port, timeout: 10) }
         let sentAt = Date()
@@ -269,10 +285,6 @@ import TestSupport
             usleep(2_000)
         }
         try #require(upstream.receivedHeads.filter { $0.hasPrefix("GET /delay/") }.count == slow.count)
-
-        let load = KeepAliveLoad(port: gw.port, path: "/load", threads: 3)
-        defer { load.stop() }
-        #expect(load.waitForResponses(30, timeout: 10), "load did not start: \(load.failures)")
 
         let signalled = Date()
         // Otherwise the slow requests were not in flight at SIGTERM and this test proves less than it claims.
@@ -296,9 +308,7 @@ import TestSupport
         // reconnect is refused.
         #expect(load.waitForThreads(timeout: 10), "load threads still running")
         let status = gw.waitForExit(timeout: grace + 5)
-        let exitedAfter = Date().timeIntervalSince(signalled)
         #expect(status == 0, "exit status \(String(describing: status)); \(gw.lines.suffix(3))")
-        #expect(exitedAfter < grace, "took \(exitedAfter) s")
 
         let statuses = load.statuses
         #expect(statuses.keys.sorted() == [200], "\(statuses)")
@@ -312,9 +322,10 @@ import TestSupport
         // The pipe may still hold the last lines when the exit is seen: wait (bounded) for them to be read.
         let readBy = Date().addingTimeInterval(5)
         while !gw.lines.contains(where: { $0.contains("\"message\":\"stopped\"") }) && Date() < readBy { usleep(5_000) }
+        // Drained, not cut at the end of the grace period: no connection was left to drop.
         let stopped = try #require(gw.lines.first { $0.contains("\"message\":\"stopped\"") })
         #expect(stopped.contains("\"dropped_connections\":0"), "\(stopped)")
-        print("drainUnderLoadFinishesInFlightAndExitsZero: \(statuses[200] ?? 0) load responses; failures after SIGTERM: \(failures.count); exit after \(exitedAfter) s")
+        print("drainUnderLoadFinishesInFlightAndExitsZero: \(statuses[200] ?? 0) load responses; failures after SIGTERM: \(failures.count)")
     }
 
     // MARK: 4. secrets in logs

@@ -82,16 +82,25 @@ import TestSupport
         let k = key(id)
         #expect(try await stores[0].insertKey(k) == true)
         #expect(try await stores[stores.count - 1].insertKey(k) == false, "every instance sees the first's key")
+        // An error is not a lost race: errors are collected apart, and there must be none.
         func race(_ counters: [UInt32]) async -> [CounterVerdict] {
-            await withTaskGroup(of: CounterVerdict?.self) { group in
+            let (verdicts, errors) = await withTaskGroup(of: Result<CounterVerdict, any Error>.self) { group in
                 for (i, c) in counters.enumerated() {
                     let store = stores[i % stores.count]
-                    group.addTask { try? await store.acceptCounter(k.keyId, appId: app, counter: c) }
+                    group.addTask { await Result { try await store.acceptCounter(k.keyId, appId: app, counter: c) } }
                 }
                 var all: [CounterVerdict] = []
-                for await v in group { all.append(v ?? .unknownKey) }
-                return all
+                var errors: [String] = []
+                for await r in group {
+                    switch r {
+                    case .success(let v): all.append(v)
+                    case .failure(let e): errors.append("\(e)")
+                    }
+                }
+                return (all, errors)
             }
+            #expect(errors.isEmpty, "\(errors)")
+            return verdicts
         }
         let first = await race(Array(UInt32(1)...32).shuffled())
         #expect(first.filter { $0 == .accepted }.count == 32, "\(first)")
@@ -364,17 +373,24 @@ extension AttestedKey {
             #expect(try await a.insertKey(k) == true)
             #expect(try await b.insertKey(k) == false)
         }
-        let wins = await withTaskGroup(of: Bool.self) { group in
+        let (wins, errors) = await withTaskGroup(of: Result<CounterVerdict, any Error>.self) { group in
             for k in keys {
                 for i in 0..<20 {
                     let store = i % 2 == 0 ? a : b
-                    group.addTask { (try? await store.acceptCounter(k.keyId, appId: IssuerStateTests.app, counter: 1)) == .accepted }
+                    group.addTask { await Result { try await store.acceptCounter(k.keyId, appId: IssuerStateTests.app, counter: 1) } }
                 }
             }
             var count = 0
-            for await won in group where won { count += 1 }
-            return count
+            var errors: [String] = []
+            for await r in group {
+                switch r {
+                case .success(let v): if v == .accepted { count += 1 }
+                case .failure(let e): errors.append("\(e)")
+                }
+            }
+            return (count, errors)
         }
+        #expect(errors.isEmpty, "an error is not a lost race: \(errors)")
         #expect(wins == keys.count, "one win per key, \(keys.count) keys")
         let owners = try Set(cluster.nodes.map { try $0.cli(["DBSIZE"]) })
         #expect(owners.count > 1 || !owners.contains("0"), "the keys spread over the masters")

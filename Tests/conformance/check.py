@@ -289,6 +289,12 @@ if failures:
         print(f"  {rec['name']}: {rec['why']}\n      official: {rec['official']} ({rec['official_message']})"
               f"\n      ours:     {rec['ours']} ({rec['ours_reason']})")
 
+# A corpus that shrank (a generator that stopped producing a group) would still "pass": it must not.
+MIN_CORPUS = 376
+if len(results) < MIN_CORPUS:
+    print(f"\nFAILURE: the corpus has {len(results)} tokens, fewer than the {MIN_CORPUS} it was written with")
+    sys.exit(1)
+
 passed = len(results) - len(failures)
 print(f"\n{passed} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -24,9 +24,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "conformance: virtualenv + firebase-admin from PyPI"
+# Pinned: the verdicts compared (and the stricter-than-the-SDK rules in check.py) are those of these versions.
+echo "conformance: virtualenv + firebase-admin from PyPI (Tests/conformance/requirements.txt)"
 python3 -m venv "$work/venv" </dev/null
-"$work/venv/bin/pip" install -q --disable-pip-version-check firebase-admin </dev/null
+"$work/venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt" </dev/null
 py="$work/venv/bin/python"
 
 echo "conformance: keys (our keygen) and tokens (our mint)"
