@@ -129,6 +129,7 @@ public final class RiskRefresher: Sendable {
     private let apps: [String: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient)]
     private let verifiers: [String: AppAttestReceiptVerifier]
     private let state: IssuerReceiptState
+    private let metrics: RiskMetrics?
     private let log: LogSink?
     private let clock: @Sendable () -> Double
     /// Per app: calls paused until, and the current pause length.
@@ -139,7 +140,8 @@ public final class RiskRefresher: Sendable {
     static let results = ["refreshed", "not_yet", "no_data", "backed_off", "refused"]
 
     /// Nil when no app refreshes receipts (`device_check` set and `risk.refresh` not 0).
-    init?(settings: IssuerSettings, state: IssuerReceiptState, verifiers: [String: AppAttestReceiptVerifier], log: LogSink?,
+    init?(settings: IssuerSettings, state: IssuerReceiptState, verifiers: [String: AppAttestReceiptVerifier],
+          metrics: RiskMetrics? = nil, log: LogSink?,
           clock: @escaping @Sendable () -> Double, maxConcurrent: Int = 4, tick: Double = 60) throws {
         var apps: [String: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient)] = [:]
         for app in settings.apps where IssuerService.refreshesReceipts(app) {
@@ -152,6 +154,7 @@ public final class RiskRefresher: Sendable {
         self.apps = apps
         self.verifiers = verifiers
         self.state = state
+        self.metrics = metrics
         self.log = log
         self.clock = clock
         self.maxConcurrent = max(1, maxConcurrent)
@@ -258,9 +261,10 @@ public final class RiskRefresher: Sendable {
             do {
                 let receipt = try verifier.verify(bytes, appId: entry.appId, publicKey: publicKey, at: Int64(now))
                 let next = max(now + interval, receipt.notBefore ?? 0)
-                _ = try await state.storeReceipt(key.keyId, appId: key.appId, receipt: bytes,
-                                                 riskMetric: receipt.riskMetric ?? key.riskMetric,
+                let metric = receipt.riskMetric ?? key.riskMetric
+                _ = try await state.storeReceipt(key.keyId, appId: key.appId, receipt: bytes, riskMetric: metric,
                                                  notBefore: receipt.notBefore, refreshAt: next)
+                metrics?.refreshed(key.keyId, appId: key.appId, metric: metric, now: now)
                 return .refreshed
             } catch let failure as AppAttestReceiptFailure {
                 log?.warning("receipt refresh: Apple's new receipt was refused; the last one is kept",
