@@ -113,8 +113,10 @@ final class ReceiptExchangeClient: Sendable {
 /// - 401/403, 429, 5xx, no answer: the app's calls pause (1 minute, doubling to `refresh`, at most an hour); the
 ///   key stays due.
 ///
-/// While a key's call runs it is leased (not due for `lease` seconds), so other instances on the same store mostly
-/// skip it; the lease is not atomic across instances, so two may rarely ask Apple about one key at once.
+/// Before asking Apple, a key's refresh is claimed in the state store in one atomic step
+/// (`IssuerReceiptState.claimRefresh`: a conditional update in memory and SQLite, `SET … NX PX` in Redis), which
+/// also leases it (not due for `lease` seconds, in case the claimer dies): of several instances sharing the store,
+/// exactly one asks Apple about a key per period; the others count it as skipped.
 public final class RiskRefresher: Sendable {
     public struct Summary: Sendable, Equatable {
         public var refreshed = 0, notYet = 0, noData = 0, backedOff = 0, refused = 0, skipped = 0
@@ -245,10 +247,23 @@ public final class RiskRefresher: Sendable {
             return .skipped
         }
         if let pause = pauses.withLock({ $0[key.appId] }), now < pause.until { return .skipped }
+        do {
+            guard try await state.claimRefresh(key.keyId, appId: key.appId, now: now, leaseUntil: now + Self.lease) else {
+                return .skipped
+            }
+        } catch {
+            log?.warning("receipt refresh: the state store did not answer", [("error", .string(error.description))])
+            return .skipped
+        }
+        let outcome = await exchange(key, entry, environment: environment, now: now)
+        try? await state.releaseRefreshClaim(key.keyId, appId: key.appId)
+        return outcome
+    }
+
+    /// The exchange of a key this instance has claimed.
+    private func exchange(_ key: AttestedKey, _ entry: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient),
+                          environment: AppAttestEnvironment, now: Double) async -> Outcome {
         let interval = entry.client.risk.refresh
-        // A lease: other instances sharing the store skip the key while this call runs (not atomic across
-        // instances that read the due list at the same moment; a duplicate call then costs Apple one more answer).
-        _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: now + Self.lease)
         let due = key.receiptRefreshAt ?? now
         let fields: [(String, LogValue)] = [("app_id", .string(key.appId))]
         switch await entry.client.exchange(key.receipt, environment: environment, now: now) {
