@@ -35,6 +35,10 @@ public enum AppCheckReason: String, Error, Sendable, CaseIterable, Hashable {
     case lifetimeTooLong = "lifetime_too_long"
     /// The route lists `providers` and the token's `provider` claim (`unspecified` when absent) is not one.
     case providerNotAllowed = "provider_not_allowed"
+    /// The route sets `max_risk` and the token's `risk` claim (App Attest's risk metric) is above it.
+    case riskExceeded = "risk_exceeded"
+    /// The route sets `max_risk` with `require_risk: true` and the token has no `risk` claim.
+    case riskUnknown = "risk_unknown"
     /// On a replay-protected route, the token lives longer than `limited_use_max_ttl`.
     case limitedUseRequired = "limited_use_required"
     /// The token was already consumed on a replay-protected route.

@@ -4,7 +4,7 @@
 /// 1. `AppCheckToken.parse` (steps 2–3),
 /// 2. `verifySignature` (steps 4–5; the gateway owns the unknown-`kid` refetch),
 /// 3. `checkClaims` (step 6), on every request including cache hits,
-/// 4. `checkProvider` (step 7) on routes that list `providers`,
+/// 4. `checkProvider` (step 7) on routes that list `providers`, and `checkRisk` on routes with `max_risk`,
 /// 5. `checkLimitedUse` (step 8, first half) on replay-protected routes, before the gateway consumes
 ///    `VerifiedClaims.replayKey`.
 ///
@@ -91,7 +91,7 @@ public enum AppCheckVerifier {
         }
         // Built in place in the result (no copy of a mutable local).
         return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audiences: audiences,
-                                       replayKey: replayKey, provider: provider))
+                                       replayKey: replayKey, provider: provider, risk: RiskClaim(claims.risk)))
     }
 
     /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.
@@ -112,6 +112,19 @@ public enum AppCheckVerifier {
     public static func checkProvider(_ claims: VerifiedClaims, allowed: Set<String>) -> AppCheckReason? {
         guard !allowed.isEmpty else { return nil }
         return allowed.contains(claims.provider ?? "unspecified") ? nil : .providerNotAllowed
+    }
+
+    /// Step 7, second half (docs/behaviour.md): on a route with `max_risk`, the token's `risk` claim (App Attest's
+    /// risk metric, in the gateway's own App Attest tokens) must be a whole number at most `maxRisk` (else
+    /// `riskExceeded`; not a whole number ≥ 0: `malformed`); a token without it passes unless `requireRisk`
+    /// (then `riskUnknown`). No `maxRisk` admits every token.
+    public static func checkRisk(_ claims: VerifiedClaims, maxRisk: Int?, requireRisk: Bool) -> AppCheckReason? {
+        guard let maxRisk else { return nil }
+        switch claims.risk {
+        case .absent: return requireRisk ? .riskUnknown : nil
+        case .invalid: return .malformed
+        case .value(let risk): return risk <= maxRisk ? nil : .riskExceeded
+        }
     }
 
     /// Step 8, first half: on a replay-protected route the token must be a limited-use token,

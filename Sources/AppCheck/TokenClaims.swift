@@ -41,6 +41,8 @@ public struct TokenClaims: Sendable {
     let nbf: Claim<Double>
     let jti: Claim<String>
     let provider: Claim<String>
+    /// `risk`: App Attest's risk metric in the gateway's own tokens (judged only on routes with `max_risk`).
+    let risk: Claim<Double>
     /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
     let jtiReplayKey: [UInt8]?
 
@@ -70,6 +72,7 @@ public struct TokenClaims: Sendable {
         nbf = Claim(found[5]) { $0.numberValue }
         jti = Claim(found[6]) { $0.stringValue }
         provider = Claim(found[7]) { $0.stringValue }
+        risk = Claim(found[8]) { $0.numberValue }
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
             var material = [UInt8]()
@@ -84,7 +87,7 @@ public struct TokenClaims: Sendable {
     }
 
     /// The claims decoded here, in the order of `found` in `init`.
-    static let claimNames = ["iss", "aud", "sub", "exp", "iat", "nbf", "jti", "provider"]
+    static let claimNames = ["iss", "aud", "sub", "exp", "iat", "nbf", "jti", "provider", "risk"]
     /// The index in `claimNames` of a packed member name (little-endian bytes), or nil: a switch on the packed
     /// value, no hashing (a test holds the constants to `claimNames`).
     static func claimIndex(_ key: JSONValue.ShortKey) -> Int? {
@@ -97,6 +100,7 @@ public struct TokenClaims: Sendable {
         case (3, 0x66_62_6E): return 5          // nbf
         case (3, 0x69_74_6A): return 6          // jti
         case (8, 0x72_65_64_69_76_6F_72_70): return 7  // provider
+        case (4, 0x6B_73_69_72): return 8       // risk
         default: return nil
         }
     }

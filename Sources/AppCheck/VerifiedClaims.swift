@@ -17,7 +17,26 @@ public struct VerifiedClaims: Sendable, Equatable {
     /// The `provider` claim of the gateway's own issuer (`app_attest`, `device_check`, `debug`, `custom`);
     /// nil when absent, as in Firebase's tokens.
     public var provider: String? = nil
+    /// The `risk` claim of the gateway's own App Attest tokens (Apple's risk metric), as the route step judges it.
+    public var risk: RiskClaim = .absent
 
     /// `exp - iat`, the lifetime the issuer gave the token.
     public var lifetime: Double { expiresAt - issuedAt }
+}
+
+/// The `risk` claim of a token (docs/behaviour.md step 7): absent, a whole number from 0 to 2^53, or anything else
+/// (`invalid`: a string, a fraction, a negative number), which a route with `max_risk` refuses as `malformed`.
+public enum RiskClaim: Sendable, Equatable {
+    case absent
+    case invalid
+    case value(Int)
+
+    init(_ claim: TokenClaims.Claim<Double>) {
+        switch claim {
+        case .absent: self = .absent
+        case .wrongType: self = .invalid
+        case .value(let number):
+            self = number >= 0 && number <= 9_007_199_254_740_992 && number == number.rounded() ? .value(Int(number)) : .invalid
+        }
+    }
 }

@@ -128,6 +128,13 @@ const ex=(i.exchanges||[]);const more=ex.length-Math.min(ex.length,ISSUER_SHOWN)
 box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?count(ex.length,"kind of exchange","kinds of exchanges"):"not configured",
  ...ex.slice(0,ISSUER_SHOWN).map(e=>el("span",{class:ISSUER_OK.includes(e.result)?"exchange":"exchange bad","data-result":e.result}," · "+e.method+" "+e.result+": "+fmt(e[win]||0))),
  more?el("span",{class:"more"}," · "+fmt(more)+" more in /dashboard.json"):null));
+/* App Attest fraud risk: per app, the keys seen in the window by the bucket of their latest metric, and refusals for risk. */
+const rk=i.risk;if(rk&&rk.apps.length)box.append(el("div",{id:"issuer-risk"},el("b",null,"Fraud risk"),...rk.apps.map(a=>{const ks=a.keys[win];
+const seen=rk.buckets.reduce((n,b)=>n+ks[b],0);const refused=Object.values(a.refusals).reduce((n,r)=>n+r[win],0);
+return el("span",{class:"risk-app","data-app":a.app_id},a.app_id+": "+count(seen,"key","keys")+" seen",
+ ...rk.buckets.map((b,j)=>el("span",{class:"risk-bucket","data-bucket":b,title:b==="unknown"?"no refreshed receipt yet":b==="+Inf"?"metric above "+rk.buckets[j-1]:"metric ≤ "+b},
+ " · "+(b==="unknown"?"unknown":b==="+Inf"?">"+rk.buckets[j-1]:"≤"+b)+" "+fmt(ks[b]))),
+ el("span",{class:refused?"risk-refused bad":"risk-refused"}," · refused for risk "+fmt(refused)));})));
 box.append(el("div",{id:"history"},el("b",null,"History"),(h.bytes/1048576).toFixed(1)+" MiB of max "+(h.bound_bytes/1048576).toFixed(1)+" MiB",
  h.file?" · saved "+(h.last_write?time(Date.parse(h.last_write)/1000):"not yet"):" · memory only",h.last_write_error?el("span",{class:"bad"}," · "+h.last_write_error):null));}
 /* Attention first: investigate, wait, ready, not enough traffic; off routes last; then config order. */

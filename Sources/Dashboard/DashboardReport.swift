@@ -14,6 +14,7 @@ struct DashboardReport {
     var keySet: KeySetStatus?
     var replay: DashboardService.ReplayInfo?
     var issuerExchanges: (@Sendable (_ now: Double) -> [[String: Any]])?
+    var issuerRisk: (@Sendable (_ now: Double) -> [String: Any])?
     var historyFile: String
     var lastWrite: (at: Double?, error: String?)
 
@@ -163,9 +164,13 @@ struct DashboardReport {
     /// last hour (by minute), day and week (by clock hour) and since start, e.g.
     /// `{"app_id": "1:…:ios:…", "method": "exchangeAppAttestAssertion", "result": "minted", "hour": 3, "day": 40,
     /// "week": 301, "total": 301}` (`result`: `minted` or the refusal category, as in
-    /// `appcheck_issuer_exchanges_total`). Kept in memory: a restart starts it again.
+    /// `appcheck_issuer_exchanges_total`). Kept in memory: a restart starts it again. `risk`: App Attest fraud risk
+    /// (`RiskMetrics.dashboard(at:)`): per App Attest app the keys seen per metric bucket and the refusals for risk,
+    /// per window.
     func issuerBlock() -> [String: Any] {
         guard let issuerExchanges else { return ["status": "not configured", "configured": false, "exchanges": [] as [Any]] }
-        return ["status": "ok", "configured": true, "exchanges": issuerExchanges(now)]
+        var block: [String: Any] = ["status": "ok", "configured": true, "exchanges": issuerExchanges(now)]
+        if let issuerRisk { block["risk"] = issuerRisk(now) }
+        return block
     }
 }

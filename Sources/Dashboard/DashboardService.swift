@@ -42,6 +42,8 @@ package final class DashboardService: @unchecked Sendable {
     package let replayInfo = Mutex<ReplayInfo?>(nil)
     /// The issuer's `exchanges` at a time (unix seconds), when `issuer:` is configured (`IssuerMetrics.exchanges(at:)`).
     package let issuerExchanges = Mutex<(@Sendable (_ now: Double) -> [[String: Any]])?>(nil)
+    /// The issuer's `risk` block at a time (unix seconds), when `issuer:` is configured (`RiskMetrics.dashboard(at:)`).
+    package let issuerRisk = Mutex<(@Sendable (_ now: Double) -> [String: Any])?>(nil)
 
     /// Reads `historyFile` when set; a missing file is a first start, a bad one an ops log line and an empty
     /// history.
@@ -135,7 +137,8 @@ package final class DashboardService: @unchecked Sendable {
         let write = lastWrite.withLock { $0 }
         return DashboardReport(history: snapshot, settings: settings, now: now,
                                keySet: keySetStatus.withLock { $0 }?(), replay: replayInfo.withLock { $0 },
-                               issuerExchanges: issuerExchanges.withLock { $0 }, historyFile: historyFile, lastWrite: write).json()
+                               issuerExchanges: issuerExchanges.withLock { $0 }, issuerRisk: issuerRisk.withLock { $0 },
+                               historyFile: historyFile, lastWrite: write).json()
     }
 
     /// A copy of the history (tests).

@@ -24,6 +24,29 @@ extension ConfigDecoder {
         }
     }
 
+    /// `max_risk: N` and `require_risk` of a route (docs/configuration.md): admit tokens whose `risk` claim is at most
+    /// N; with `require_risk: true`, refuse tokens without the claim too.
+    func decodeRouteRisk(_ f: ConfigFields, _ context: String, enforcement: Enforcement) -> (Int?, Bool) {
+        var maxRisk: Int?
+        var requireRisk = false
+        if let v = f.value("max_risk") {
+            if enforcement == .off {
+                error(v, "\(context) max_risk has no effect with enforcement: off (no token is examined)")
+            } else if let n = int(v, "\(context) max_risk", in: 1...1_000_000) {
+                maxRisk = n
+            }
+        }
+        if let v = f.value("require_risk"), let b = bool(v, "\(context) require_risk") {
+            if b, f.value("max_risk") == nil {
+                error(v, "\(context) require_risk: true needs max_risk in the same route")
+            } else if b, enforcement == .off {
+                error(v, "\(context) require_risk has no effect with enforcement: off (no token is examined)")
+            }
+            requireRisk = b && maxRisk != nil
+        }
+        return (maxRisk, requireRisk)
+    }
+
     /// `receipt_root_ca_file` and `risk: { refresh, api_url }` of `issuer.apps[].app_attest`.
     func decodeFraudRisk(_ f: ConfigFields, _ context: String, into settings: inout AppAttestAppSettings) {
         if let v = f.value("receipt_root_ca_file"), let text = string(v, "\(context).receipt_root_ca_file"), !text.isEmpty {

@@ -4,7 +4,7 @@ import Yams
 extension ConfigDecoder {
     static let routeKeys = [
         "name", "path", "prefix", "methods", "upstream", "enforcement", "replay_protection", "max_body_bytes",
-        "forward_token", "cors_preflight", "providers",
+        "forward_token", "cors_preflight", "providers", "max_risk", "require_risk",
     ]
 
     /// What the shadowing check needs to know of a route that has already been read.
@@ -121,6 +121,7 @@ extension ConfigDecoder {
             }
 
             let providers = decodeProviders(f, context, enforcement: enforcement)
+            let risk = decodeRouteRisk(f, context, enforcement: enforcement)
 
             if let match, let matchNode {
                 if let shadow = seen.first(where: { Self.covers($0.match, $0.methods, match, methods) }) {
@@ -138,6 +139,7 @@ extension ConfigDecoder {
             route.forwardToken = forwardToken
             route.corsPreflight = cors
             route.providers = providers
+            (route.maxRisk, route.requireRisk) = risk
             routes.append(route)
         }
         return routes

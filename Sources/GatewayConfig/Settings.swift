@@ -200,6 +200,10 @@ public struct RouteSettings: Sendable {
     public var corsPreflight: CORSPreflight = .bypass
     /// `provider` claims admitted (`unspecified` for tokens without one); empty = any (docs/behaviour.md step 7).
     public var providers: Set<String> = []
+    /// `max_risk`: the highest `risk` claim admitted (App Attest's risk metric); nil = not checked.
+    public var maxRisk: Int? = nil
+    /// `require_risk`: with `maxRisk`, a token without a `risk` claim is refused too (`risk_unknown`).
+    public var requireRisk: Bool = false
     public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
         self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes
     }

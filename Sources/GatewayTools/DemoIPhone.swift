@@ -11,14 +11,18 @@ import Glibc
 /// Never used by `serve`.
 public final class DemoIPhone: @unchecked Sendable {
     public let ca: SimulatedAppAttestCA
+    /// The test receipt CA signing the receipt in each attestation (Apple's would be Apple Root CA - G3); the
+    /// demo's `receipt_root_ca_file` trusts it, and the demo's stand-in for Apple's data server signs with it too.
+    public let receiptCA: SimulatedReceiptCA
     public let device: SimulatedAppAttestDevice
     private var artifact: [UInt8]?
 
     public init(teamId: String, bundleId: String, environment: AppAttestEnvironment = .development) throws {
         let now = Int64(Date().timeIntervalSince1970)
         ca = try SimulatedAppAttestCA(now: now)
+        receiptCA = try SimulatedReceiptCA(now: now)
         device = try SimulatedAppAttestDevice(ca: ca, appId: AppAttestAppID(teamId: teamId, bundleId: bundleId),
-                                              environment: environment)
+                                              environment: environment, receiptCA: receiptCA)
     }
 
     public struct Failure: Error, CustomStringConvertible {

@@ -48,6 +48,17 @@ extension IssuerService {
         return key
     }
 
+    /// `riskVerdict` of an assertion whose signature verified: the key counted as seen with its metric, and a refusal
+    /// counted for `appcheck_issuer_risk_refusals_total` and the dashboard.
+    func riskVerdict(_ key: AttestedKey, app: IssuerAppSettings) throws(IssuerError) -> Int? {
+        let now = clock()
+        riskMetrics.sawKey(key.keyId, appId: app.appId, metric: key.riskMetric, now: now)
+        do { return try Self.riskVerdict(key, app: app) } catch {
+            riskMetrics.refused(appId: app.appId, rule: error.rule, now: now)
+            throw error
+        }
+    }
+
     /// Refuses (403 `risk_metric_exceeded`, or `risk_metric_unknown` with `require_risk_metric`) an assertion from
     /// `key` when the app sets `max_risk_metric`; otherwise the metric to put in the token (nil when unknown).
     static func riskVerdict(_ key: AttestedKey, app: IssuerAppSettings) throws(IssuerError) -> Int? {

@@ -45,6 +45,8 @@ public final class IssuerService: Sendable {
     let receiptVerifiers: [String: AppAttestReceiptVerifier]
     /// Exchanges receipts with Apple for a fresh risk metric, when an app has a DeviceCheck key (RiskRefresher.swift).
     public let riskRefresher: RiskRefresher?
+    /// The risk histogram, refusals for risk and keys per metric bucket (RiskMetrics.swift).
+    package let riskMetrics: RiskMetrics
     /// One DeviceCheck client per app with `device_check`.
     private let deviceCheck: [String: DeviceCheckClient]
     /// The backends of `custom_token_issuers`.
@@ -87,8 +89,11 @@ public final class IssuerService: Sendable {
         self.verifiers = verifiers
         let receiptVerifiers = try Self.receiptVerifiers(settings)
         self.receiptVerifiers = receiptVerifiers
+        let riskMetrics = RiskMetrics(apps: settings.apps.filter { $0.appAttest != nil }.map(\.appId))
+        self.riskMetrics = riskMetrics
         riskRefresher = try (state as? IssuerReceiptState).flatMap { receiptState in
-            try RiskRefresher(settings: settings, state: receiptState, verifiers: receiptVerifiers, log: log, clock: clock)
+            try RiskRefresher(settings: settings, state: receiptState, verifiers: receiptVerifiers, metrics: riskMetrics,
+                              log: log, clock: clock)
         }
         var deviceCheck: [String: DeviceCheckClient] = [:]
         for app in settings.apps {
@@ -197,7 +202,7 @@ public final class IssuerService: Sendable {
                                  appId: "", method: "discovery", result: "discovery", rule: "")
         case let .unknown(rule):
             return .failure(.notFound(rule, "No such method."), appId: "", method: "unknown")
-        case let .method(project, appId, method):
+        case let .method(_, appId, method):
             do {
                 return try await call(method, appId: appId, body: body, client: client)
             } catch {
@@ -329,6 +334,7 @@ public final class IssuerService: Sendable {
         let stored: Bool
         do { stored = try await state.insertKey(key) } catch { throw .unavailable("state_unavailable") }
         guard stored else { throw .permissionDenied("key_already_attested") }
+        riskMetrics.sawKey(key.keyId, appId: app.appId, metric: key.riskMetric, now: now)
         let ttl = ttl(app, limitedUse: limitedUse)
         let token = try mint(app, provider: "app_attest", ttl: ttl, risk: key.riskMetric)
         return IssuerOutcome(status: 200, body: IssuerResponse.attestation(artifact: verified.keyId, token: token, ttl: ttl),
@@ -362,7 +368,7 @@ public final class IssuerService: Sendable {
         } catch {
             throw Self.refusal(error)
         }
-        let risk = try Self.riskVerdict(stored, app: app)
+        let risk = try riskVerdict(stored, app: app)
         let verdict: CounterVerdict
         do { verdict = try await state.acceptCounter(artifact, appId: app.appId, counter: verified.counter) } catch {
             throw .unavailable("state_unavailable")

@@ -113,8 +113,10 @@ final class ReceiptExchangeClient: Sendable {
 /// - 401/403, 429, 5xx, no answer: the app's calls pause (1 minute, doubling to `refresh`, at most an hour); the
 ///   key stays due.
 ///
-/// While a key's call runs it is leased (not due for `lease` seconds), so other instances on the same store mostly
-/// skip it; the lease is not atomic across instances, so two may rarely ask Apple about one key at once.
+/// Before asking Apple, a key's refresh is claimed in the state store in one atomic step
+/// (`IssuerReceiptState.claimRefresh`: a conditional update in memory and SQLite, `SET … NX PX` in Redis), which
+/// also leases it (not due for `lease` seconds, in case the claimer dies): of several instances sharing the store,
+/// exactly one asks Apple about a key per period; the others count it as skipped.
 public final class RiskRefresher: Sendable {
     public struct Summary: Sendable, Equatable {
         public var refreshed = 0, notYet = 0, noData = 0, backedOff = 0, refused = 0, skipped = 0
@@ -129,6 +131,7 @@ public final class RiskRefresher: Sendable {
     private let apps: [String: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient)]
     private let verifiers: [String: AppAttestReceiptVerifier]
     private let state: IssuerReceiptState
+    private let metrics: RiskMetrics?
     private let log: LogSink?
     private let clock: @Sendable () -> Double
     /// Per app: calls paused until, and the current pause length.
@@ -139,7 +142,8 @@ public final class RiskRefresher: Sendable {
     static let results = ["refreshed", "not_yet", "no_data", "backed_off", "refused"]
 
     /// Nil when no app refreshes receipts (`device_check` set and `risk.refresh` not 0).
-    init?(settings: IssuerSettings, state: IssuerReceiptState, verifiers: [String: AppAttestReceiptVerifier], log: LogSink?,
+    init?(settings: IssuerSettings, state: IssuerReceiptState, verifiers: [String: AppAttestReceiptVerifier],
+          metrics: RiskMetrics? = nil, log: LogSink?,
           clock: @escaping @Sendable () -> Double, maxConcurrent: Int = 4, tick: Double = 60) throws {
         var apps: [String: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient)] = [:]
         for app in settings.apps where IssuerService.refreshesReceipts(app) {
@@ -152,6 +156,7 @@ public final class RiskRefresher: Sendable {
         self.apps = apps
         self.verifiers = verifiers
         self.state = state
+        self.metrics = metrics
         self.log = log
         self.clock = clock
         self.maxConcurrent = max(1, maxConcurrent)
@@ -242,10 +247,23 @@ public final class RiskRefresher: Sendable {
             return .skipped
         }
         if let pause = pauses.withLock({ $0[key.appId] }), now < pause.until { return .skipped }
+        do {
+            guard try await state.claimRefresh(key.keyId, appId: key.appId, now: now, leaseUntil: now + Self.lease) else {
+                return .skipped
+            }
+        } catch {
+            log?.warning("receipt refresh: the state store did not answer", [("error", .string(error.description))])
+            return .skipped
+        }
+        let outcome = await exchange(key, entry, environment: environment, now: now)
+        try? await state.releaseRefreshClaim(key.keyId, appId: key.appId)
+        return outcome
+    }
+
+    /// The exchange of a key this instance has claimed.
+    private func exchange(_ key: AttestedKey, _ entry: (app: IssuerAppSettings, appId: AppAttestAppID, client: ReceiptExchangeClient),
+                          environment: AppAttestEnvironment, now: Double) async -> Outcome {
         let interval = entry.client.risk.refresh
-        // A lease: other instances sharing the store skip the key while this call runs (not atomic across
-        // instances that read the due list at the same moment; a duplicate call then costs Apple one more answer).
-        _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: now + Self.lease)
         let due = key.receiptRefreshAt ?? now
         let fields: [(String, LogValue)] = [("app_id", .string(key.appId))]
         switch await entry.client.exchange(key.receipt, environment: environment, now: now) {
@@ -258,9 +276,10 @@ public final class RiskRefresher: Sendable {
             do {
                 let receipt = try verifier.verify(bytes, appId: entry.appId, publicKey: publicKey, at: Int64(now))
                 let next = max(now + interval, receipt.notBefore ?? 0)
-                _ = try await state.storeReceipt(key.keyId, appId: key.appId, receipt: bytes,
-                                                 riskMetric: receipt.riskMetric ?? key.riskMetric,
+                let metric = receipt.riskMetric ?? key.riskMetric
+                _ = try await state.storeReceipt(key.keyId, appId: key.appId, receipt: bytes, riskMetric: metric,
                                                  notBefore: receipt.notBefore, refreshAt: next)
+                metrics?.refreshed(key.keyId, appId: key.appId, metric: metric, now: now)
                 return .refreshed
             } catch let failure as AppAttestReceiptFailure {
                 log?.warning("receipt refresh: Apple's new receipt was refused; the last one is kept",

@@ -12,4 +12,16 @@ public protocol IssuerReceiptState: IssuerState {
 
     /// Up to `limit` keys whose refresh time is at or before `now`, earliest first.
     func keysDueForRefresh(now: Double, limit: Int) async throws(IssuerStateError) -> [AttestedKey]
+
+    /// Claims the key's due refresh for the caller, in one atomic step of the store, so that of several gateway
+    /// instances sharing it exactly one asks Apple about the key per period: true when the key of `appId` is due at
+    /// `now` (its refresh time set and at or before `now`) and no other claim holds it; its refresh time then moves
+    /// to `leaseUntil` (a crashed claimer's key comes due again then). False otherwise (another instance has it, or
+    /// has already refreshed it). Memory and SQLite: a conditional update; Redis: `SET … NX PX` on a claim key, then
+    /// the key's refresh time read again.
+    func claimRefresh(_ keyId: [UInt8], appId: String, now: Double, leaseUntil: Double) async throws(IssuerStateError) -> Bool
+
+    /// Gives up a claim once the refresh has been stored (or rescheduled), so the key can be claimed again when it
+    /// next comes due. Only the caller's own claim is released.
+    func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError)
 }

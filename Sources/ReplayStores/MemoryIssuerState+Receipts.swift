@@ -20,6 +20,18 @@ extension MemoryIssuerState: IssuerReceiptState {
         }
     }
 
+    /// Under the store's lock: due → leased.
+    public func claimRefresh(_ keyId: [UInt8], appId: String, now: Double, leaseUntil: Double) async throws(IssuerStateError) -> Bool {
+        state.withLock { state in
+            guard let key = state.keys[keyId], key.appId == appId, let at = key.receiptRefreshAt, at <= now else { return false }
+            state.keys[keyId]?.receiptRefreshAt = leaseUntil
+            return true
+        }
+    }
+
+    /// Nothing to release: the claim is the leased refresh time, which the refresh replaced.
+    public func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) {}
+
     public func keysDueForRefresh(now: Double, limit: Int) async throws(IssuerStateError) -> [AttestedKey] {
         state.withLock { state in
             let due = state.keys.values.filter { ($0.receiptRefreshAt ?? .infinity) <= now }

@@ -25,6 +25,38 @@ extension RedisIssuerState: IssuerReceiptState {
         return true
     }
 
+    /// `SET <prefix>rc:{<key id hex>} <owner> NX PX <lease>` (the key's own hash tag, so one slot on a cluster):
+    /// only one instance holds the claim until it releases it or the lease ends. The holder then reads the key's
+    /// refresh time again, since another instance may have refreshed it between our due list and our claim: not due
+    /// (or gone) → the claim is given back and false. Due → the refresh time moves to `leaseUntil` (and the due set).
+    public func claimRefresh(_ keyId: [UInt8], appId: String, now: Double, leaseUntil: Double) async throws(IssuerStateError) -> Bool {
+        let claim = key("rc", keyId)
+        let lease = String(max(1000, Int(((leaseUntil - now) * 1000).rounded(.up))))
+        guard try await run(["SET", claim, claimOwner, "NX", "PX", lease], claim) == .simple("OK") else { return false }
+        let name = key("k", keyId)
+        let reply = try await run(["HMGET", name, "app", "rra"], name)
+        guard case .array(let fields) = reply, fields.count == 2, case .bulk(let app) = fields[0],
+              String(decoding: app, as: UTF8.self) == appId, case .bulk(let rra) = fields[1],
+              let at = Double(String(decoding: rra, as: UTF8.self)), at <= now,
+              try await scheduleRefresh(keyId, appId: appId, at: leaseUntil) else {
+            try await releaseRefreshClaim(keyId, appId: appId)
+            return false
+        }
+        return true
+    }
+
+    /// Deletes the claim key only while it holds this instance's owner token (one script), so a claim another
+    /// instance took after ours lapsed is never released by us.
+    public func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) {
+        let claim = key("rc", keyId)
+        _ = try await run(["EVAL", Self.releaseScript, "1", claim, claimOwner], claim)
+    }
+
+    static let releaseScript = """
+    if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+    return 0
+    """
+
     public func keysDueForRefresh(now: Double, limit: Int) async throws(IssuerStateError) -> [AttestedKey] {
         let set = dueSetName
         let reply = try await run(["ZRANGEBYSCORE", set, "-inf", String(now), "LIMIT", "0", String(max(0, limit))], set)

@@ -16,7 +16,8 @@ import Synchronization
 ///   it as 64 characters '0'/'1', character k+1 for bit k: Lua numbers are doubles and cannot hold 64 bits),
 ///   `env`, `rcpt`, `at`; one Lua script judges and records an assertion counter, so one counter value never
 ///   passes twice;
-/// - `u:{<digest hex>}` → `<expires_at>`, set by a Lua script only when absent or expired (one-time inputs).
+/// - `u:{<digest hex>}` → `<expires_at>`, set by a Lua script only when absent or expired (one-time inputs);
+/// - `rc:{<key id hex>}` → the owner of a receipt refresh claim, `SET NX PX` (RedisIssuerState+Receipts.swift).
 /// Expiry is decided against the `now` the caller passes, so every instance judges time alike; Redis TTLs only
 /// clean up.
 ///
@@ -33,6 +34,8 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     private let loop: EventLoop
     private let executor: RedisCommandExecutor & RedisLifecycle
     let prefix: String
+    /// This instance's value in refresh claim keys (`claimRefresh`): only its own claims are released.
+    let claimOwner = UUID().uuidString
     private let exited = DispatchGroup()
 
     /// Connects to `url` (as `replay.redis_url`: `redis://`, `rediss://` with `?ca_file=`, `redis+cluster://`);

@@ -21,6 +21,23 @@ extension SQLiteIssuerState: IssuerReceiptState {
         }
     }
 
+    /// One conditional `UPDATE` (due → leased) inside `BEGIN IMMEDIATE`: of several processes on one file, the first
+    /// to take the write lock moves the refresh time past `now`, and every later one finds the key no longer due.
+    public func claimRefresh(_ keyId: [UInt8], appId: String, now: Double, leaseUntil: Double) async throws(IssuerStateError) -> Bool {
+        try await run { (db: OpaquePointer) throws(IssuerStateError) -> Bool in
+            try Self.transaction(db) { (db: OpaquePointer) throws(IssuerStateError) -> Bool in
+                try Self.exec(db, """
+                    UPDATE attested_keys SET receipt_refresh_at = ?4
+                    WHERE key_id = ?1 AND app_id = ?2 AND receipt_refresh_at IS NOT NULL AND receipt_refresh_at <= ?3
+                    """, [.blob(keyId), .text(appId), .real(now), .real(leaseUntil)])
+                return sqlite3_changes(db) == 1
+            }
+        }
+    }
+
+    /// Nothing to release: the claim is the leased refresh time, which the refresh replaced.
+    public func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) {}
+
     public func keysDueForRefresh(now: Double, limit: Int) async throws(IssuerStateError) -> [AttestedKey] {
         try await run { (db: OpaquePointer) throws(IssuerStateError) -> [AttestedKey] in
             var stmt: OpaquePointer?

@@ -4,7 +4,9 @@ import Foundation
 import Gateway
 import GatewayConfig
 import GatewayTools
+import Issuer
 import JSONLog
+import Synchronization
 
 @main
 struct AppCheckGatewayCommand: ParsableCommand {
@@ -140,6 +142,7 @@ struct Demo: ParsableCommand {
         let key: RSAPrivateKey
         let kid: String
         let phone: DemoIPhone
+        let apple: DemoAppleDataServer
         do {
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             key = try RSAPrivateKey.generate(bits: 2048)
@@ -157,6 +160,12 @@ struct Demo: ParsableCommand {
                 .write(to: dir.appendingPathComponent("issuer-key.pem"), atomically: true, encoding: .utf8)
             phone = try DemoIPhone(teamId: Self.teamId, bundleId: Self.bundleId)
             try phone.ca.rootPEM.write(to: dir.appendingPathComponent("appattest-root.pem"), atomically: true, encoding: .utf8)
+            // Fraud risk: the receipt CA the iPhone's receipts are signed by, a throwaway DeviceCheck key, and the demo
+            // stand-in for Apple's App Attest data server (never Apple) answering risk metric 1, a normal phone's.
+            try phone.receiptCA.rootPEM.write(to: dir.appendingPathComponent("receipt-root.pem"), atomically: true, encoding: .utf8)
+            try ES256PrivateKey.generate().pemRepresentation()
+                .write(to: dir.appendingPathComponent("devicecheck.p8"), atomically: true, encoding: .utf8)
+            apple = try DemoAppleDataServer(receiptCA: phone.receiptCA, riskMetric: Self.demoRiskMetric)
         } catch {
             printError("appcheck-gateway: demo: \(error)")
             throw ExitCode(1)
@@ -166,6 +175,9 @@ struct Demo: ParsableCommand {
         env["DEMO_JWKS_URL"] = issuer.url
         env["DEMO_ISSUER_KEY"] = dir.appendingPathComponent("issuer-key.pem").path
         env["DEMO_APPATTEST_ROOT"] = dir.appendingPathComponent("appattest-root.pem").path
+        env["DEMO_RECEIPT_ROOT"] = dir.appendingPathComponent("receipt-root.pem").path
+        env["DEMO_DEVICECHECK_KEY"] = dir.appendingPathComponent("devicecheck.p8").path
+        env["DEMO_APPLE_DATA_URL"] = apple.url
         // Nothing is read relative to the working directory: the built-in configuration is served from the
         // demo's own directory unless --config names a file.
         let configPath = config ?? dir.appendingPathComponent("demo.yaml").path
@@ -209,6 +221,7 @@ struct Demo: ParsableCommand {
             let methods = "/appcheck/v1/projects/\(Self.projectNumber)/apps/\(Self.appId)"
             do {
                 let attested = try phone.attest(port: port, methodBase: methods)
+                let refreshed = Self.refreshReceipts(server)
                 while Date().timeIntervalSince(started) < settings.appCheck.clockSkew + 1 { usleep(50_000) }
                 let asserted = try phone.assert(port: port, methodBase: methods, limitedUse: true)
                 device = """
@@ -225,6 +238,14 @@ struct Demo: ParsableCommand {
                 8. Debug tokens for CI (debug_secrets), and the issuer's public key set
                 curl -s -X POST -d '{"debug_token":"demo-debug-secret-change-me"}' http://\(gw)\(methods):exchangeDebugToken
                 curl -s http://\(gw)/appcheck/v1/jwks
+
+                9. Fraud risk: right after attesting, the iPhone's receipt was refreshed (\(refreshed) refreshed) by a DEMO
+                   STAND-IN for Apple's App Attest data server (\(apple.url), not Apple), which answered Apple's risk
+                   metric \(Self.demoRiskMetric) (attestations on this device in 30 days: a normal phone). The limited-use
+                   token of step 7 carries it as "risk" (the redeem route admits at most max_risk: 10); the dashboard's
+                   Fraud risk line (http://\(admin)/dashboard) shows the key in bucket ≤\(Self.demoRiskMetric), as do
+                curl -s http://\(admin)/metrics | grep appcheck_issuer_risk_metric
+                curl -s http://\(admin)/dashboard.json | grep -o '"hour":{"+Inf"[^}]*}'
 
                 """
             } catch {
@@ -274,9 +295,26 @@ struct Demo: ParsableCommand {
         """)
         fflush(nil)
         server.runUntilTerminated(configPath: configPath, environment: env)
+        apple.stop()
         upstream.stop()
         issuer.stop()
         try? FileManager.default.removeItem(at: dir)
+    }
+
+    /// The risk metric the demo's stand-in for Apple's data server answers: 1, a normal phone's.
+    static let demoRiskMetric = 1
+
+    /// One pass of the issuer's receipt refresher, waited for; how many receipts it refreshed (0 when none runs).
+    static func refreshReceipts(_ server: GatewayServer) -> Int {
+        let done = DispatchSemaphore(value: 0)
+        let refreshed = Mutex(0)
+        Task {
+            let summary = await server.refreshReceiptsNow()
+            refreshed.withLock { $0 = summary?.refreshed ?? 0 }
+            done.signal()
+        }
+        done.wait()
+        return refreshed.withLock { $0 }
     }
 
     /// "1 request", "5 requests".

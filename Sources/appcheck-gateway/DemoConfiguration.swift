@@ -12,7 +12,9 @@ enum DemoConfiguration {
     # 127.0.0.1:8080 (set DEMO_PORT to change it; admin on DEMO_ADMIN_PORT, default 9901) in front of the built-in
     # sample upstream, and verifies tokens against a local issuer's key set (the demo fills in DEMO_UPSTREAM_PORT
     # and DEMO_JWKS_URL). It is also an App Check provider itself (issuer:, docs/issuer.md): a simulated iPhone
-    # attests through it with a test App Attest CA the demo makes at start (DEMO_ISSUER_KEY, DEMO_APPATTEST_ROOT).
+    # attests through it with a test App Attest CA the demo makes at start (DEMO_ISSUER_KEY, DEMO_APPATTEST_ROOT),
+    # and its receipt is refreshed for Apple's fraud-risk metric by a demo stand-in for Apple's App Attest data server
+    # (DEMO_RECEIPT_ROOT, DEMO_APPLE_DATA_URL, DEMO_DEVICECHECK_KEY: never Apple, which answers only receipts it signed).
     # Nothing here needs a Firebase project.
     server:
       listen: ["127.0.0.1:${DEMO_PORT:-8080}"]
@@ -47,6 +49,13 @@ enum DemoConfiguration {
           app_attest:
             environments: [development]
             root_ca_file: "${DEMO_APPATTEST_ROOT}"   # the demo's test CA; omit for Apple's real root
+            receipt_root_ca_file: "${DEMO_RECEIPT_ROOT}"   # the demo's receipt CA; omit for Apple Root CA - G3
+            risk: { refresh: 24h, api_url: "${DEMO_APPLE_DATA_URL}" }   # the demo stand-in; omit api_url for Apple
+          device_check:                   # signs the refresher's calls; a throwaway key the demo makes at start
+            key_id: DEMOKEY001
+            private_key: "${DEMO_DEVICECHECK_KEY}"
+            api_url: "${DEMO_APPLE_DATA_URL}"   # the stand-in answers only attestationData (DeviceCheck tokens get 503)
+          max_risk_metric: 20             # assertions from devices past 20 attestations in 30 days are refused
           debug_secrets: ["demo-debug-secret-change-me"]
 
     upstreams:
@@ -60,6 +69,7 @@ enum DemoConfiguration {
         upstream: sample
         enforcement: enforce
         replay_protection: true
+        max_risk: 10                  # tokens carrying a risk claim above 10 are refused; tokens without one pass
       - name: orders                  # a valid token is required
         prefix: /api/
         upstream: sample

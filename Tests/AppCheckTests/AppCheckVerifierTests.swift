@@ -177,7 +177,8 @@ import Testing
         #expect(AppCheckReason.allCases.map(\.rawValue) == [
             "missing", "duplicate_header", "too_large", "malformed", "unsupported_algorithm", "wrong_type",
             "unknown_kid", "bad_signature", "wrong_issuer", "wrong_audience", "app_not_allowed", "expired",
-            "issued_in_future", "lifetime_too_long", "provider_not_allowed", "limited_use_required", "reused"])
+            "issued_in_future", "lifetime_too_long", "provider_not_allowed", "risk_exceeded", "risk_unknown",
+            "limited_use_required", "reused"])
     }
 
     @Test func mintedTokenShape() throws {

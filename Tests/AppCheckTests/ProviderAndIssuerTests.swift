@@ -31,4 +31,29 @@ import Testing
             #expect(Fixtures.reason(try Fixtures.verify(payloadJSON: claims, now: Fixtures.now, policy: Fixtures.policy)) == .malformed, "\(bad)")
         }
     }
+
+    /// `max_risk` on a route (docs/behaviour.md step 7): the `risk` claim at most N passes, above is `risk_exceeded`;
+    /// absent passes unless `require_risk` (`risk_unknown`); not a whole number ≥ 0 is `malformed` there only.
+    @Test func riskClaimIsParsedAndChecked() throws {
+        func verified(_ risk: String?) throws -> VerifiedClaims {
+            try Fixtures.verify(payloadJSON: Fixtures.claims([:], adding: risk.map { [("risk", $0)] } ?? []),
+                                now: Fixtures.now, policy: Fixtures.policy).get()
+        }
+        let three = try verified("3")
+        #expect(three.risk == .value(3))
+        #expect(AppCheckVerifier.checkRisk(three, maxRisk: 3, requireRisk: true) == nil)
+        #expect(AppCheckVerifier.checkRisk(three, maxRisk: 2, requireRisk: false) == .riskExceeded)
+        #expect(AppCheckVerifier.checkRisk(three, maxRisk: nil, requireRisk: false) == nil)
+        let none = try verified(nil)
+        #expect(none.risk == .absent)
+        #expect(AppCheckVerifier.checkRisk(none, maxRisk: 2, requireRisk: false) == nil)
+        #expect(AppCheckVerifier.checkRisk(none, maxRisk: 2, requireRisk: true) == .riskUnknown)
+        #expect(try verified("0").risk == .value(0))
+        for bad in ["-1", "2.5", "\"2\"", "null", "[1]", "1e300"] {
+            let claims = try verified(bad)
+            #expect(claims.risk == .invalid, "\(bad)")
+            #expect(AppCheckVerifier.checkRisk(claims, maxRisk: 100, requireRisk: false) == .malformed, "\(bad)")
+            #expect(AppCheckVerifier.checkRisk(claims, maxRisk: nil, requireRisk: false) == nil, "ignored without max_risk")
+        }
+    }
 }

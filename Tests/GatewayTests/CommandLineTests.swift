@@ -241,6 +241,20 @@ import Testing
         let debug = try BoundedCommand.run("/bin/sh", ["-c", debugLine], timeout: 15)
         #expect(debug.stdout.contains(#""token":"ey"#), "\(debug.stdout) \(debug.stderr)")
 
+        // Fraud risk (step 9): the demo stand-in for Apple's data server refreshed the iPhone's receipt right after it
+        // attested, so the limited-use token carries risk 1, and the metrics and the dashboard show one key at 1.
+        let nine = try #require(banner.firstIndex { $0.hasPrefix("9. Fraud risk:") }, "\(banner)")
+        #expect(banner[nine...].prefix(3).joined().contains("DEMO"), "the stand-in is labelled: \(banner[nine...].prefix(3))")
+        #expect(banner[nine].contains("(1 refreshed)"), "\(banner[nine])")
+        #expect(try Self.claims(limited)["risk"] as? Int == 1)
+        let riskCurls = banner[nine...].filter { $0.hasPrefix("curl -s http://127.0.0.1:\(adminPort)/") }
+        #expect(riskCurls.count == 2, "\(banner[nine...])")
+        let scraped = try BoundedCommand.run("/bin/sh", ["-c", try #require(riskCurls.first)], timeout: 15).stdout
+        #expect(scraped.contains(#"appcheck_issuer_risk_metric_bucket{app_id="1:123456789012:ios:0123456789abcdef",le="1"} 1"#),
+                "\(scraped)")
+        let buckets = try BoundedCommand.run("/bin/sh", ["-c", try #require(riskCurls.last)], timeout: 15).stdout
+        #expect(buckets.contains(#""1":1,"#) && buckets.contains(#""unknown":0"#), "\(buckets)")
+
         // The printed mint command names the binary by an absolute path (or a bare name on PATH).
         let mintLine = try #require(banner.first { $0.contains(" mint --key ") })
         #expect(mintLine.hasPrefix("/"), "\(mintLine)")

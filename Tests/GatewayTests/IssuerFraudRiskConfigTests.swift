@@ -71,4 +71,26 @@ import TestSupport
         text = yaml(keys, attest: "\n        risk: { every: 1h }")
         base.single(text, line: line(text, "every"), "every")
     }
+
+    /// `routes[].max_risk` and `require_risk` (docs/configuration.md): values load; each mistake is one error at its
+    /// FILE:LINE:COLUMN.
+    @Test func routeMaxRiskAndRequireRisk() throws {
+        let base = ConfigFixture.minimal
+        let settings = try ConfigFixture.load(base + "\n    max_risk: 10\n    require_risk: true").get()
+        #expect(settings.routes[0].maxRisk == 10 && settings.routes[0].requireRisk)
+        let plain = try ConfigFixture.load(base).get()
+        #expect(plain.routes[0].maxRisk == nil && !plain.routes[0].requireRisk)
+        let monitor = try ConfigFixture.load(base + "\n    enforcement: monitor\n    max_risk: 3").get()
+        #expect(monitor.routes[0].maxRisk == 3 && !monitor.routes[0].requireRisk)
+        #expect(ConfigFixture.messages(base + "\n    max_risk: 0") == ["10:15: route 'all' max_risk must be between 1 and 1000000, got 0"])
+        #expect(ConfigFixture.messages(base + "\n    max_risk: high") == ["10:15: invalid value 'high' for route 'all' max_risk: expected a whole number"])
+        #expect(ConfigFixture.messages(base + "\n    require_risk: true") == ["10:19: route 'all' require_risk: true needs max_risk in the same route"])
+        #expect(ConfigFixture.messages(base + "\n    max_risk: 5\n    require_risk: yes") == [
+            "11:19: invalid value 'yes' for route 'all' require_risk: expected true or false",
+        ])
+        #expect(ConfigFixture.messages(base + "\n    enforcement: off\n    max_risk: 5") == [
+            "11:15: route 'all' max_risk has no effect with enforcement: off (no token is examined)",
+        ])
+        #expect(ConfigFixture.messages(base + "\n    max_risks: 5").first?.contains("did you mean 'max_risk'?") == true)
+    }
 }

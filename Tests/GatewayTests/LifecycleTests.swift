@@ -95,12 +95,18 @@ import TestSupport
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         var env = ProcessInfo.processInfo.environment
         env["FIREBASE_PROJECT_NUMBER"] = "123456789012"
-        // The files the demo makes at start: an issuer signing key and a root for the simulated iPhone's CA.
+        // The files the demo makes at start: an issuer signing key, roots for the simulated iPhone's CA and receipt CA,
+        // and a DeviceCheck key for the receipt refresher (its stand-in for Apple's data server is not asked here).
         let pki = try TestPKI()
         let issuerKey = pki.directory + "/issuer.pem"
         try RSAPrivateKey.generate(bits: 2048).pemRepresentation().write(toFile: issuerKey, atomically: true, encoding: .utf8)
         env["DEMO_ISSUER_KEY"] = issuerKey
         env["DEMO_APPATTEST_ROOT"] = pki.caCert
+        env["DEMO_RECEIPT_ROOT"] = pki.caCert
+        let deviceCheckKey = pki.directory + "/devicecheck.p8"
+        try ES256PrivateKey.generate().pemRepresentation().write(toFile: deviceCheckKey, atomically: true, encoding: .utf8)
+        env["DEMO_DEVICECHECK_KEY"] = deviceCheckKey
+        env["DEMO_APPLE_DATA_URL"] = "http://127.0.0.1:9"
         for name in ["gateway.example.yaml", "demo.yaml"] {
             let path = root.appendingPathComponent("Config/\(name)").path
             let r = try Run.command(Run.gatewayBinary, ["check-config", "--config", path], environment: env)

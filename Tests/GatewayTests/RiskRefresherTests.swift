@@ -159,6 +159,76 @@ import TestSupport
         }
     }
 
+    /// `appcheck_issuer_risk_metric` observes each refreshed receipt's metric, `appcheck_issuer_risk_refusals_total`
+    /// counts assertions refused for risk, and the dashboard's keys per bucket follow the key's latest metric.
+    @Test func riskHistogramRefusalsAndKeysPerBucket() async throws {
+        let rig = try Rig()
+        let metrics = rig.service.riskMetrics
+        func scrape() -> String { var t = MetricsText(); metrics.render(&t); return t.text }
+        func keys(_ window: String) throws -> [String: Int] {
+            let apps = try #require(metrics.dashboard(at: Date().timeIntervalSince1970)["apps"] as? [[String: Any]])
+            return try #require((apps.first?["keys"] as? [String: Any])?[window] as? [String: Int])
+        }
+        let zero = Dictionary(uniqueKeysWithValues: RiskMetrics.bucketNames.map { ($0, 0) })
+        #expect(try keys("week") == zero)
+        #expect(scrape().contains("appcheck_issuer_risk_metric_count{app_id=\"\(Self.appId)\"} 0\n"))
+
+        try await rig.attest()
+        var expected = zero
+        expected["unknown"] = 1
+        #expect(try keys("hour") == expected, "a new key's metric is unknown")
+
+        rig.apple.queue([.receipt(riskMetric: 1)])
+        #expect(await rig.refresher.runOnce() == Self.summary(refreshed: 1))
+        #expect(try await rig.assert().status == 200)
+        try await rig.makeDue()
+        rig.apple.queue([.receipt(riskMetric: 7)])
+        #expect(await rig.refresher.runOnce() == Self.summary(refreshed: 1))
+        let refused = try await rig.assert()
+        #expect((refused.status, refused.rule) == (403, "risk_metric_exceeded"))
+
+        expected = zero
+        expected["10"] = 1
+        for window in ["hour", "day", "week"] { #expect(try keys(window) == expected, "\(window): one key, metric 7 (le 10)") }
+        let text = scrape()
+        let app = #"app_id="\#(Self.appId)""#
+        for line in [#"appcheck_issuer_risk_metric_bucket{\#(app),le="1"} 1"#, #"appcheck_issuer_risk_metric_bucket{\#(app),le="5"} 1"#,
+                     #"appcheck_issuer_risk_metric_bucket{\#(app),le="10"} 2"#, #"appcheck_issuer_risk_metric_bucket{\#(app),le="+Inf"} 2"#,
+                     #"appcheck_issuer_risk_metric_sum{\#(app)} 8"#, #"appcheck_issuer_risk_metric_count{\#(app)} 2"#,
+                     #"appcheck_issuer_risk_refusals_total{\#(app),rule="risk_metric_exceeded"} 1"#,
+                     #"appcheck_issuer_risk_refusals_total{\#(app),rule="risk_metric_unknown"} 0"#] {
+            #expect(text.contains(line + "\n"), "missing \(line) in \(text)")
+        }
+        #expect(text.contains("# TYPE appcheck_issuer_risk_metric histogram\n"))
+        let apps = try #require(metrics.dashboard(at: Date().timeIntervalSince1970)["apps"] as? [[String: Any]])
+        let refusals = try #require(apps.first?["refusals"] as? [String: [String: Int]])
+        #expect(refusals["risk_metric_exceeded"] == ["hour": 1, "day": 1, "week": 1, "total": 1])
+        #expect(refusals["risk_metric_unknown"] == ["hour": 0, "day": 0, "week": 0, "total": 0])
+    }
+
+    /// The dashboard's key table stays bounded: past `maxKeys`, keys seen this week are kept and new ones counted
+    /// as untracked; a key not seen for a week is forgotten to make room.
+    @Test func keysPerBucketAreBounded() throws {
+        let metrics = RiskMetrics(apps: [Self.appId])
+        let start = 1_800_000_000.0
+        func keyId(_ n: Int) -> [UInt8] { withUnsafeBytes(of: UInt64(n).bigEndian) { Array($0) } + [UInt8](repeating: 0, count: 24) }
+        for n in 0..<RiskMetrics.maxKeys { metrics.sawKey(keyId(n), appId: Self.appId, metric: 1, now: start) }
+        metrics.sawKey(keyId(RiskMetrics.maxKeys), appId: Self.appId, metric: 30, now: start + 60)
+        var block = metrics.dashboard(at: start + 60)
+        #expect(block["tracked_keys"] as? Int == RiskMetrics.maxKeys && block["untracked_keys"] as? Int == 1)
+        metrics.sawKey(keyId(0), appId: Self.appId, metric: 2, now: start + 60)
+        #expect(metrics.dashboard(at: start + 60)["tracked_keys"] as? Int == RiskMetrics.maxKeys, "a tracked key moves bucket")
+        // A week later the old keys are forgotten when a new one needs the room.
+        let later = start + 7 * 86_400 + 120
+        metrics.sawKey(keyId(RiskMetrics.maxKeys + 1), appId: Self.appId, metric: 30, now: later)
+        block = metrics.dashboard(at: later)
+        #expect(block["tracked_keys"] as? Int == 1 && block["untracked_keys"] as? Int == 1)
+        let apps = try #require(block["apps"] as? [[String: Any]])
+        #expect(((apps.first?["keys"] as? [String: Any])?["hour"] as? [String: Int])?["50"] == 1)
+        metrics.sawKey(keyId(1), appId: "1:123456789012:ios:ffff", metric: 1, now: later)
+        #expect(metrics.dashboard(at: later)["tracked_keys"] as? Int == 1, "an app that is not configured is not tracked")
+    }
+
     @Test func overloadAndServerErrorsBackOff() async throws {
         for answer in [FakeAppAttestDataServer.Answer.tooManyRequests, .serverError] {
             let rig = try Rig()

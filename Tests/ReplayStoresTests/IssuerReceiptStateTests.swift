@@ -46,6 +46,53 @@ import TestSupport
         #expect(try await state.key(a.keyId, appId: app)?.riskMetric == 2)
     }
 
+    /// `claimRefresh` on two handles of one store (`a` and `b`: the same object in memory, two connections to one
+    /// SQLite file or one Redis): a due key is claimed once; a key not due, of another app or unknown, never; after
+    /// the refresh is stored and released the key is claimed again only when it comes due again.
+    static func exerciseClaims(_ a: IssuerReceiptState, _ b: IssuerReceiptState) async throws {
+        var k = IssuerStateTests.key(31)
+        k.receiptRefreshAt = 1_800_000_000
+        var later = IssuerStateTests.key(32)
+        later.receiptRefreshAt = 1_900_000_000
+        #expect(try await a.insertKey(k))
+        #expect(try await a.insertKey(later))
+        let now = 1_800_000_100.0
+        #expect(try await b.claimRefresh(k.keyId, appId: app, now: now, leaseUntil: now + 600) == true)
+        #expect(try await a.claimRefresh(k.keyId, appId: app, now: now, leaseUntil: now + 600) == false, "claimed once")
+        #expect(try await b.claimRefresh(k.keyId, appId: app, now: now, leaseUntil: now + 600) == false, "even by the same one")
+        #expect(try await a.key(k.keyId, appId: app)?.receiptRefreshAt == now + 600, "leased")
+        #expect(try await a.keysDueForRefresh(now: now, limit: 10).isEmpty)
+        #expect(try await a.claimRefresh(later.keyId, appId: app, now: now, leaseUntil: now + 600) == false, "not due")
+        #expect(try await a.claimRefresh(k.keyId, appId: "1:123456789012:ios:ffff", now: now + 700, leaseUntil: now + 1300) == false)
+        #expect(try await a.claimRefresh([UInt8](repeating: 99, count: 32), appId: app, now: now, leaseUntil: now + 600) == false)
+
+        // The claimer stores Apple's receipt (next refresh a day later) and releases: nobody may claim it now...
+        #expect(try await b.storeReceipt(k.keyId, appId: app, receipt: [7], riskMetric: 2, notBefore: nil, refreshAt: now + 86_400))
+        try await b.releaseRefreshClaim(k.keyId, appId: app)
+        #expect(try await a.claimRefresh(k.keyId, appId: app, now: now + 1, leaseUntil: now + 601) == false, "already refreshed")
+        // ...and the other handle, once it is due again.
+        #expect(try await a.claimRefresh(k.keyId, appId: app, now: now + 86_400, leaseUntil: now + 87_000) == true)
+        try await a.releaseRefreshClaim(k.keyId, appId: app)
+        #expect(try await a.key(k.keyId, appId: app)?.riskMetric == 2, "a claim keeps the receipt")
+    }
+
+    @Test func claimsAreAtomicInEveryStore() async throws {
+        let memory = MemoryIssuerState()
+        try await Self.exerciseClaims(memory, memory)
+
+        let path = IssuerStateTests.temporaryPath()
+        defer { IssuerStateTests.remove(path) }
+        try await Self.exerciseClaims(try SQLiteIssuerState(path: path), try SQLiteIssuerState(path: path))
+
+        let server = try RedisServerProcess()
+        defer { server.stop() }
+        let a = try IssuerStateTests.redisState(server), b = try IssuerStateTests.redisState(server)
+        defer { a.close(); b.close() }
+        try await Self.exerciseClaims(a, b)
+        #expect(try server.cli(["KEYS", "appcheck:issuer:rc:*"]).trimmingCharacters(in: .whitespacesAndNewlines).isEmpty,
+                "released claims leave no key")
+    }
+
     @Test func memory() async throws {
         try await Self.exercise(MemoryIssuerState())
     }

@@ -26,3 +26,26 @@ extension RiskRefresher {
         }
     }
 }
+
+extension RiskMetrics {
+    /// Adds `appcheck_issuer_risk_metric` (histogram) and `appcheck_issuer_risk_refusals_total` to a scrape, for every
+    /// App Attest app.
+    func render(_ t: inout MetricsText) {
+        guard !apps.isEmpty else { return }
+        t.family("appcheck_issuer_risk_metric", "histogram",
+                 "Apple's App Attest risk metric of each receipt the refresher stored, by app (attestations on the device in 30 days).")
+        for (appId, cumulative, sum, count) in histograms() {
+            for (i, le) in Self.riskBuckets.enumerated() {
+                t.sample("appcheck_issuer_risk_metric_bucket", [("app_id", appId), ("le", String(le))], cumulative[i])
+            }
+            t.sample("appcheck_issuer_risk_metric_bucket", [("app_id", appId), ("le", "+Inf")], cumulative[Self.riskBuckets.count])
+            t.sample("appcheck_issuer_risk_metric_sum", [("app_id", appId)], sum)
+            t.sample("appcheck_issuer_risk_metric_count", [("app_id", appId)], count)
+        }
+        t.family("appcheck_issuer_risk_refusals_total", "counter",
+                 "App Attest assertions refused for risk, by app and rule (risk_metric_exceeded, risk_metric_unknown).")
+        for (appId, rule, count) in refusalTotals() {
+            t.sample("appcheck_issuer_risk_refusals_total", [("app_id", appId), ("rule", rule)], count)
+        }
+    }
+}

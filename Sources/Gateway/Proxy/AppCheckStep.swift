@@ -30,6 +30,9 @@ struct StepRoute {
 
     /// `providers` of the route, read in place.
     var providers: Set<String> { runtime.routes[index].providers }
+    /// `max_risk` and `require_risk` of the route, read in place.
+    var maxRisk: Int? { runtime.routes[index].maxRisk }
+    var requireRisk: Bool { runtime.routes[index].requireRisk }
 }
 
 /// A refusal answered by the gateway itself.
@@ -195,7 +198,8 @@ final class AppCheckStep {
         case .success(let v): verified = v
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
-        if let reason = AppCheckVerifier.checkProvider(verified, allowed: route.providers) {
+        if let reason = AppCheckVerifier.checkProvider(verified, allowed: route.providers)
+            ?? AppCheckVerifier.checkRisk(verified, maxRisk: route.maxRisk, requireRisk: route.requireRisk) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
         var outcome = AppCheckOutcome(status: .verified, outcome: .verified)

@@ -82,6 +82,9 @@ public final class GatewayServer: @unchecked Sendable {
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
             dashboard.issuerExchanges.withLock { $0 = { now in metrics.exchanges(at: now) } }
+            let risk = service.riskMetrics
+            metricsCollector.addSource { t in risk.render(&t) }
+            dashboard.issuerRisk.withLock { $0 = { now in risk.dashboard(at: now) } }
             if let refresher = service.riskRefresher { metricsCollector.addSource { t in refresher.render(&t) } }
         }
         let shared = self.shared
