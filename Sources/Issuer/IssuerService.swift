@@ -125,7 +125,7 @@ public final class IssuerService: Sendable {
             ("response_types_supported", "[\"id_token\"]"),
             ("subject_types_supported", "[\"public\"]"),
             ("id_token_signing_alg_values_supported", "[\"RS256\"]"),
-            ("claims_supported", "[" + ["iss", "sub", "aud", "iat", "exp", "jti", "provider"].map(JSONText.quote)
+            ("claims_supported", "[" + ["iss", "sub", "aud", "iat", "exp", "jti", "provider", "risk"].map(JSONText.quote)
                 .joined(separator: ",") + "]"),
         ]
         return "{" + fields.map { JSONText.quote($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"

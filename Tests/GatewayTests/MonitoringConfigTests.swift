@@ -120,7 +120,7 @@ import TestSupport
             if rest != "|" && rest != ">" { out.append(rest); continue }
             let indent = line.prefix { $0 == " " }.count
             var block: [String] = []
-            while i < lines.count, lines[i].trimmingCharacters(in: .whitespaces).isEmpty || lines[i].prefix { $0 == " " }.count > indent {
+            while i < lines.count, lines[i].trimmingCharacters(in: .whitespaces).isEmpty || lines[i].prefix(while: { $0 == " " }).count > indent {
                 block.append(lines[i])
                 i += 1
             }
