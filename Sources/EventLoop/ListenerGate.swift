@@ -8,12 +8,12 @@ import Glibc
 /// (default 0.1 s); a connection closing in between frees a descriptor that the next poll uses. `onExhausted`
 /// is called once per episode (from the first failure until an accept succeeds), for one log line.
 ///
-/// Confined to the loop's thread. The listener owns the gate; the gate keeps its listener `unowned(unsafe)`.
+/// Confined to the loop's thread. The listener owns the gate; the gate keeps its listener weakly.
 public final class ListenerGate {
     public let fd: Int32
     private unowned let loop: EventLoop
     /// The handler registered for `fd`; set by the owner right after it is initialised.
-    public unowned(unsafe) var handler: EventHandler?
+    public weak var handler: EventHandler?
     private let pause: UInt64
     private let onExhausted: (Int32) -> Void
     private var timer: LoopTimer?

@@ -71,13 +71,13 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
         prefix = keyPrefix
         exited.enter()
         loop.startThread(name: "issuer-redis") { [exited] in exited.leave() }
-        let executor = Unchecked(executor)
+        let executor = LoopBound(executor)
         loop.execute { executor.value.start() }
     }
 
     /// Stops the store's loop (connections close).
     public func close() {
-        let executor = Unchecked(self.executor)
+        let executor = LoopBound(self.executor)
         loop.execute { executor.value.shutdown() }
         loop.stop()
         exited.wait()
@@ -275,7 +275,7 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     }
 
     func runBytes(_ args: [[UInt8]], _ routingKey: String) async throws(IssuerStateError) -> RESP.Value {
-        let executor = Unchecked(self.executor)
+        let executor = LoopBound(self.executor)
         let loop = self.loop
         let reply: RedisReply = await withCheckedContinuation { continuation in
             loop.execute {
@@ -290,8 +290,3 @@ public final class RedisIssuerState: IssuerState, @unchecked Sendable {
     }
 }
 
-/// Carries a loop-confined object into a `@Sendable` closure that runs on its loop.
-private struct Unchecked<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
-}

@@ -95,7 +95,7 @@ public final class RedisReplayStore: ReplayStore, @unchecked Sendable {
             executor = RedisSingleClient(loop: loop, node: endpoint.nodes[0], addresses: nodeAddresses[0], settings: connectionSettings)
         }
         let client = RedisReplayClient(store: self, loop: loop, executor: executor)
-        let bound = LoopBound(value: client)
+        let bound = LoopBound(client)
         registry.withLock { $0.append(ClientStatus(client: bound, up: false, lastError: nil)) }
         if closed.load(ordering: .relaxed) {
             loop.execute { bound.value.shutdown() }

@@ -189,9 +189,3 @@ final class PendingOps<Answer> {
         }
     }
 }
-
-/// Carries a loop-confined object across threads to be used again only on its own loop (via `execute`).
-package struct LoopBound<T>: @unchecked Sendable {
-    package let value: T
-    package init(value: T) { self.value = value }
-}

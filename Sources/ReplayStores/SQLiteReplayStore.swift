@@ -364,7 +364,7 @@ final class SQLiteReplayClient: ReplayClient {
         }
         let id = pending.add(deadline: loop.now + .nanoseconds(store.timeout), completion: completion)
         let expires = Int64(min(expiresAt.rounded(.up), 9_000_000_000_000))
-        let request = SQLiteReplayStore.Request(key: key, expiresAt: expires, client: LoopBound(value: self), id: id)
+        let request = SQLiteReplayStore.Request(key: key, expiresAt: expires, client: LoopBound(self), id: id)
         guard store.enqueue(.consume(request)) else {
             if let c = pending.take(id) { complete(c, .unavailable("closed")) }
             return

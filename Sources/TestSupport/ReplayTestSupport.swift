@@ -59,7 +59,7 @@ public enum ReplayTest {
     public static func consume(_ client: ReplayClient, on loop: EventLoop, keys: [[UInt8]], expiresAt: Double,
                         issuedAt: Double? = nil, seconds: Double = 5) -> [ReplayResult] {
         let collector = ReplayCollector()
-        let bound = LoopBound(value: client)
+        let bound = LoopBound(client)
         let ks = keys
         loop.execute {
             let iat = issuedAt ?? Date().timeIntervalSince1970
@@ -88,7 +88,7 @@ public enum ReplayTest {
         let collector = ReplayCollector()
         let start = DispatchSemaphore(value: 0)
         for (i, (client, loop)) in clients.enumerated() {
-            let bound = LoopBound(value: client)
+            let bound = LoopBound(client)
             let n = total / clients.count + (i < total % clients.count ? 1 : 0)
             loop.execute {
                 start.wait()
@@ -137,7 +137,7 @@ public enum ReplayRedis {
                                seconds: Double = 10) -> [ReplayResult?] {
         let answers = Mutex<[ReplayResult?]>(Array(repeating: nil, count: keys.count))
         let signal = DispatchSemaphore(value: 0)
-        let bound = LoopBound(value: client)
+        let bound = LoopBound(client)
         let ks = keys
         let iat = issuedAt ?? Date().timeIntervalSince1970
         let expires = ReplayTest.later()

@@ -31,7 +31,7 @@ import TestSupport
         let t = try ReplayTestLoop()
         defer { t.stop() }
         let store = MemoryReplayStore()
-        let client = LoopBound(value: store.makeClient(for: t.loop))
+        let client = LoopBound(store.makeClient(for: t.loop))
         let loop = t.loop
         let collector = ReplayCollector()
         loop.execute {

@@ -54,14 +54,15 @@ final class AppCheckStep {
     /// How long a request waits for the key-set refetch its unknown `kid` triggered.
     static let unknownKidWait = 5.0
 
-    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let context: LoopContext
+    /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
+    private let contextRef: Unretained<LoopContext>
+    var context: LoopContext { @inline(__always) get { contextRef.value } }
     private var cache: TokenCache
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
     private var waiterTimer: LoopTimer!
 
     init(context: LoopContext, cacheCapacity: Int) {
-        self.context = context
+        self.contextRef = Unretained(context)
         cache = TokenCache(capacity: cacheCapacity)
         waiterTimer = LoopTimer { [weak self] in self?.expireWaiters() }
     }

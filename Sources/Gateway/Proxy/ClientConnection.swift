@@ -27,8 +27,9 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     }
 
     let fd: Int32
-    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let context: LoopContext
+    /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
+    private let contextRef: Unretained<LoopContext>
+    var context: LoopContext { @inline(__always) get { contextRef.value } }
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
@@ -79,7 +80,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         self.fd = fd
         self.transport = transport
         self.peer = peer
-        self.context = context
+        self.contextRef = Unretained(context)
         inBuf = context.emptyBuffer
         let runtime = context.runtime
         parser = HTTPRequestHeadParser(limits: runtime.parserLimits)

@@ -65,9 +65,30 @@ final class Exchange: UpstreamOwner {
     /// Not retained (a retain per request of a connection that has a side table is measurable): every adapter
     /// outlives its exchange's use of it, because it cancels the exchange (`cancel()`, which drops this) before it
     /// goes away, and a finished exchange drops it too.
-    unowned(unsafe) var responder: ExchangeResponder?
-    /// The loop's context outlives the exchange.
-    unowned(unsafe) let context: LoopContext
+    ///
+    /// The one `unowned(unsafe)` outside `Unretained` (which cannot hold a protocol type): read on every response
+    /// part, it costs no reference counting; debug builds check it through a weak twin, as `Unretained` does.
+    var responder: ExchangeResponder? {
+        @inline(__always) get {
+            #if DEBUG
+            precondition(responderStorage == nil || responderCheck != nil, "Exchange: its responder was freed")
+            #endif
+            return responderStorage
+        }
+        set {
+            responderStorage = newValue
+            #if DEBUG
+            responderCheck = newValue
+            #endif
+        }
+    }
+    private unowned(unsafe) var responderStorage: ExchangeResponder?
+    #if DEBUG
+    private weak var responderCheck: AnyObject?
+    #endif
+    /// The loop's context outlives the exchange (`Unretained`: no reference-count traffic per access).
+    private let contextRef: Unretained<LoopContext>
+    var context: LoopContext { @inline(__always) get { contextRef.value } }
     var head: HTTPRequestHead?
     private var target: RequestTarget?
     /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
@@ -89,8 +110,8 @@ final class Exchange: UpstreamOwner {
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
     init(head: HTTPRequestHead, bodyFollows: Bool, context: LoopContext, responder: ExchangeResponder) {
-        self.context = context
-        self.responder = responder
+        self.contextRef = Unretained(context)
+        responderStorage = responder
         method = head.method
         isHead = head.method == "HEAD"
         requestId = context.requestId(from: head.headers)
@@ -98,17 +119,23 @@ final class Exchange: UpstreamOwner {
         machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
                                        retryableMethod: head.method != "POST" && head.method != "PATCH")
         self.head = head
+        #if DEBUG
+        responderCheck = responder
+        #endif
     }
 
     /// An exchange for a request that could not be parsed (no head): the responder answers at once.
     init(malformedWith requestId: String? = nil, context: LoopContext, responder: ExchangeResponder) {
-        self.context = context
-        self.responder = responder
+        self.contextRef = Unretained(context)
+        responderStorage = responder
         method = "-"
         isHead = false
         self.requestId = requestId ?? context.newRequestId()
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
+        #if DEBUG
+        responderCheck = responder
+        #endif
     }
 
     // MARK: request
@@ -251,7 +278,9 @@ final class Exchange: UpstreamOwner {
         case .forwardPart:
             guard let up = upstream else { return true }
             sendBody(bytes, to: up)
-            return machine.upstreamBacklog(up.outBuf.readableCount) != .pauseInput
+            // Held is held, whether this part began it or came after (HTTP/2 delivers the DATA already in flight:
+            // each of those parts must stay unacknowledged too, or the client's window reopens).
+            return machine.upstreamBacklog(up.outBuf.readableCount) != .pauseInput && !machine.inputHeld
         case .bufferBuiltinPart:
             guard machine.bodyReceived <= Int64(builtinBodyReserved)
                     || reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) else {

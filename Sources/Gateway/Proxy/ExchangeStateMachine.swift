@@ -185,6 +185,14 @@ struct ExchangeStateMachine {
     /// The ending, once done.
     var ending: Ending? { if case .done(let e) = state { return e } else { return nil } }
 
+    /// The client's body is held back (the upstream's send buffer is past `highWater`) until `upstreamDrained`.
+    var inputHeld: Bool {
+        switch state {
+        case .forwarding(.streaming(held: true), _), .streamingResponse(.streaming(held: true)): return true
+        default: return false
+        }
+    }
+
     // MARK: events
 
     mutating func handle(_ event: Event) -> Action {

@@ -18,8 +18,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     static let processBufferLimit = 256 << 20
 
     let fd: Int32
-    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let context: LoopContext
+    /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
+    private let contextRef: Unretained<LoopContext>
+    var context: LoopContext { @inline(__always) get { contextRef.value } }
     let peer: SocketAddress
     let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
@@ -55,7 +56,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport) {
         self.fd = fd
         self.peer = peer
-        self.context = context
+        self.contextRef = Unretained(context)
         self.transport = transport
         deadlines = RequestDeadlines(limits: .init(context.runtime), now: context.loop.now)
         let limits = H2Limits(parserLimits: context.runtime.parserLimits)

@@ -49,12 +49,12 @@ final class IssuerHandler: BuiltinHandler {
         let issuerPath = issuerPath(request.path)
         let (service, metrics, loop) = (service, metrics, loop)
         let (method, body, client) = (request.method, request.body, request.client)
-        let reply = Unchecked(respond)
+        let reply = LoopBound(respond)
         Task(executorPreference: IssuerExecutor.shared) {
             // `refuseEarly` admitted the call, and the exchange kept the body within `maxBodyBytes` while reading it.
             let outcome = await service.process(issuerPath, httpMethod: method, body: body, client: client)
             metrics.count(outcome, configuredApps: service.settings)
-            let response = Unchecked(IssuerHandler.response(outcome))
+            let response = LoopBound(IssuerHandler.response(outcome))
             loop.execute { reply.value(response.value) }
         }
     }

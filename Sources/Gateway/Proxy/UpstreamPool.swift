@@ -9,8 +9,9 @@ final class UpstreamPool {
     let addresses: [SocketAddress]
     /// For `https://` upstreams: verifies the chain (system store or `ca_file`) and the host name, sends SNI.
     let tls: TLSClientContext?
-    /// The loop's context outlives this object (unowned(unsafe): no reference-count traffic per access).
-    unowned(unsafe) let context: LoopContext
+    /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
+    private let contextRef: Unretained<LoopContext>
+    var context: LoopContext { @inline(__always) get { contextRef.value } }
     private var state: UpstreamPoolState<UpstreamConnection>
     /// Set when a reload replaced this pool: connections finish their exchange and close.
     var retired: Bool { state.retired }
@@ -19,7 +20,7 @@ final class UpstreamPool {
         self.settings = settings
         self.addresses = addresses
         self.tls = tls
-        self.context = context
+        self.contextRef = Unretained(context)
         state = UpstreamPoolState(maxIdle: settings.maxIdleConnections, addressCount: addresses.count,
                                   maxConnectsPerSecond: settings.maxConnectsPerSecond, now: context.loop.now)
     }

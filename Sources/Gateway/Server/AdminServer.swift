@@ -110,7 +110,7 @@ final class AdminConnection: EventHandler {
             }
         case "/metrics":
             let loop = listener.loop
-            let conn = Unchecked(self)
+            let conn = LoopBound(self)
             listener.state.metricsText { text in
                 loop.execute {
                     conn.value.respond(status: 200, type: "text/plain; version=0.0.4; charset=utf-8", body: text,
@@ -119,7 +119,7 @@ final class AdminConnection: EventHandler {
             }
         case "/dashboard", "/dashboard.json":
             let loop = listener.loop
-            let conn = Unchecked(self)
+            let conn = LoopBound(self)
             let page = path == "/dashboard"
             listener.state.dashboardJSON { json in
                 loop.execute {
@@ -161,8 +161,3 @@ final class AdminConnection: EventHandler {
     }
 }
 
-/// Carries a loop-confined object to its own loop through a `@Sendable` closure.
-struct Unchecked<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
-}

@@ -191,7 +191,7 @@ public final class GatewayServer: @unchecked Sendable {
         if let tls = new.server.tls { context = try Self.makeTLSContext(tls) }
         currentSettings.withLock { $0 = new }
         logSink.setLevel(new.server.logLevel)
-        let newContext = Unchecked(context)
+        let newContext = LoopBound(context)
         for w in workers {
             w.loop.execute { [w] in
                 w.apply(runtime)
@@ -256,7 +256,7 @@ public final class GatewayServer: @unchecked Sendable {
     private func attachKeySet(_ jwks: JWKSSettings) {
         let provider = KeySetProvider(settings: jwks, log: logSink)
         keyProvider = provider
-        let loops = workers.map { Unchecked($0) }
+        let loops = workers.map { LoopBound($0) }
         for w in workers { w.keyProvider = provider }
         provider.subscribe { snapshot in
             let keys = LoopKeys(set: snapshot.set,
@@ -303,7 +303,7 @@ public final class GatewayServer: @unchecked Sendable {
     /// `app_check.jwks`'s timings (no cache file). They do not gate readiness: one unreachable deployment must not take
     /// this one out of rotation; its tokens are refused (`unknown_kid`) until its set is fetched.
     private func attachTrustedIssuers(_ appCheck: AppCheckSettings) {
-        let loops = workers.map { Unchecked($0) }
+        let loops = workers.map { LoopBound($0) }
         for (index, entry) in appCheck.trustedIssuers.enumerated() {
             var jwks = appCheck.jwks
             jwks.url = entry.jwksURL

@@ -52,7 +52,7 @@ final class LoopContext {
     /// Set when the server drains: responses say `Connection: close`.
     var draining = false
     /// Where connections report closing (the worker; it outlives the context's connections).
-    unowned(unsafe) var connections: ConnectionTable!
+    weak var connections: ConnectionTable!
     private var logBuffer = IOBuffer(capacity: 16 * 1024)
     /// The read buffer client and upstream connections borrow while reading (`lendScratch`): a connection keeps a
     /// buffer of its own only for bytes left over after processing.
@@ -90,12 +90,13 @@ final class LoopContext {
         pools = makePools(runtime)
         appCheck = AppCheckStep(context: self,
                                 cacheCapacity: runtime.settings.appCheck.tokenCacheSize / max(1, runtime.settings.server.threads))
-        // One hook, and unowned(unsafe): the context lives as long as its loop runs, and a checked unowned or strong
+        // One hook, and `Unretained`: the context lives as long as its loop runs, and a checked unowned or strong
         // capture would cost a reference-count round trip on every batch of events.
-        loop.afterBatch.append { [unowned(unsafe) self] in
-            self.runInputTurns()
-            self.flushH2Connections()
-            self.flushLog()
+        let me = Unretained(self)
+        loop.afterBatch.append {
+            me.value.runInputTurns()
+            me.value.flushH2Connections()
+            me.value.flushLog()
         }
     }
 
