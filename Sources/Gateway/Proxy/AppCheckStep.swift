@@ -97,7 +97,7 @@ final class AppCheckStep {
             let now = context.wallClock
             if let hit = cache.get(found, now: now), let keys = keySet(for: hit.kid, now: now),
                keys.set.key(for: hit.kid) != nil {
-                context.metrics.tokenCacheHits += 1
+                context.recorder.metrics.tokenCacheHits += 1
                 var fingerprint = hit.fingerprint
                 if fingerprint == nil && context.logSink.enabled(.info) {
                     // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
@@ -154,7 +154,7 @@ final class AppCheckStep {
                         completion: @escaping (AppCheckDecision) -> Void) {
         let runtime = context.runtime
         let now = context.wallClock
-        if key != nil { context.metrics.tokenCacheMisses += 1 }
+        if key != nil { context.recorder.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
         let fingerprint = context.logSink.enabled(.info) ? Self.fingerprint(token) : nil
         let parsed: ParsedToken

@@ -81,7 +81,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         self.transport = transport
         self.peer = peer
         self.contextRef = Unretained(context)
-        inBuf = context.emptyBuffer
+        inBuf = context.buffers.empty
         let runtime = context.runtime
         parser = HTTPRequestHeadParser(limits: runtime.parserLimits)
         var tls = false
@@ -145,7 +145,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         case .wantRead, .wantWrite:
             return
         case .failed:
-            context.countTLSHandshakeFailure()
+            context.recorder.countTLSHandshakeFailure()
             abort()
         }
     }
@@ -190,10 +190,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// another reader holds the scratch buffer: the shared `emptyBuffer` is never written to).
     private func borrowScratch() {
         guard inBuf.isEmpty && !borrowed else { return }
-        if let scratch = context.lendScratch() {
+        if let scratch = context.buffers.lendScratch() {
             inBuf = scratch
             borrowed = true
-        } else if inBuf === context.emptyBuffer {
+        } else if inBuf === context.buffers.empty {
             inBuf = IOBuffer(capacity: 0)
         }
     }
@@ -202,19 +202,19 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private func returnScratch() {
         guard borrowed else {
             // A buffer of the connection's own gives its storage back once drained (an idle connection holds none).
-            if inBuf !== context.emptyBuffer { inBuf.release() }
+            if inBuf !== context.buffers.empty { inBuf.release() }
             return
         }
         borrowed = false
         let scratch = inBuf
         if scratch.isEmpty || !phase.isServing {
-            inBuf = context.emptyBuffer
+            inBuf = context.buffers.empty
         } else {
             let own = IOBuffer(capacity: max(scratch.readableCount, 1024))
             own.append(scratch.readable)
             inBuf = own
         }
-        context.returnScratch()
+        context.buffers.returnScratch()
     }
 
     private func pauseReading() { readPaused = true }

@@ -114,7 +114,7 @@ final class Exchange: UpstreamOwner {
         responderStorage = responder
         method = head.method
         isHead = head.method == "HEAD"
-        requestId = context.requestId(from: head.headers)
+        requestId = context.recorder.requestId(from: head.headers)
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
                                        retryableMethod: head.method != "POST" && head.method != "PATCH")
@@ -130,7 +130,7 @@ final class Exchange: UpstreamOwner {
         responderStorage = responder
         method = "-"
         isHead = false
-        self.requestId = requestId ?? context.newRequestId()
+        self.requestId = requestId ?? context.recorder.newRequestId()
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
         #if DEBUG
@@ -236,7 +236,7 @@ final class Exchange: UpstreamOwner {
     /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
     private func writeRequestHead() -> Bool {
         guard let responder, let head, let target, let routes, routeIndex >= 0, let pool else { return false }
-        let out = context.requestHeadBuffer
+        let out = context.buffers.requestHead
         out.clear()
         return RequestHeadWriter.write(
             head: head, target: target, forwardToken: routes.routes[routeIndex].forwardToken,
@@ -253,7 +253,7 @@ final class Exchange: UpstreamOwner {
             upstreamFailed(kind)
         case .success(let up):
             upstream = up
-            let out = context.requestHeadBuffer
+            let out = context.buffers.requestHead
             up.send(out.readable)
             out.clear()
             if !pendingBody.isEmpty {
@@ -359,7 +359,7 @@ final class Exchange: UpstreamOwner {
             runBuiltin()
         case .forward:
             guard let routes, routeIndex >= 0 else { return }
-            pool = context.pool(for: routes.routes[routeIndex].upstreamIndex)
+            pool = context.pools[routes.routes[routeIndex].upstreamIndex]
             guard writeRequestHead() else {
                 respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
                 return
@@ -407,7 +407,7 @@ final class Exchange: UpstreamOwner {
             releaseBuiltinBody()
             pendingBody = []
             if status == 0 { status = 499 }
-            context.record(self)
+            context.recorder.record(self)
         }
     }
 
@@ -431,7 +431,7 @@ final class Exchange: UpstreamOwner {
         let action = machine.upstreamFailed(kind)
         guard action != .none else { return }
         upstream = nil
-        context.countUpstreamError(self, kind)
+        context.recorder.countUpstreamError(self, kind)
         perform(action)
     }
 
@@ -485,7 +485,7 @@ final class Exchange: UpstreamOwner {
     private func finish() {
         if !pendingBody.isEmpty { pendingBody = [] }
         releaseBuiltinBody()
-        context.record(self)
+        context.recorder.record(self)
         let r = responder
         responder = nil
         r?.exchangeFinished(self)

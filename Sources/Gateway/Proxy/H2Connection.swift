@@ -128,7 +128,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         case .ok:
             break
         case .closeConnection(let reason):
-            context.countH2ProtocolClose(reason)
+            context.recorder.countH2ProtocolClose(reason)
             flush()
             close()
         }
@@ -301,7 +301,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private func scheduleFlush() {
         guard !closed, !flushScheduled else { return }
         flushScheduled = true
-        context.scheduleFlush(self)
+        context.h2Flush.schedule(self)
     }
 
     /// Called by the loop context at the end of the batch.

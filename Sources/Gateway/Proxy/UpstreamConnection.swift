@@ -203,7 +203,7 @@ final class UpstreamConnection: EventHandler {
 
     /// Reads go into the loop's scratch buffer when nothing is pending.
     private func borrowScratch() {
-        guard inBuf.isEmpty, !borrowed, let scratch = pool.context.lendScratch() else { return }
+        guard inBuf.isEmpty, !borrowed, let scratch = pool.context.buffers.lendScratch() else { return }
         inBuf = scratch
         borrowed = true
     }
@@ -214,7 +214,7 @@ final class UpstreamConnection: EventHandler {
         borrowed = false
         if !inBuf.isEmpty && state != .closed { ownBuf.append(inBuf.readable) }
         inBuf = ownBuf
-        pool.context.returnScratch()
+        pool.context.buffers.returnScratch()
     }
 
     private func readResponse() {

@@ -59,7 +59,7 @@ public final class GatewayServer: @unchecked Sendable {
         for w in workers {
             done.enter()
             w.loop.execute { [w] in
-                w.context.wallClockSource = source
+                w.context.recorder.clock.source = source
                 done.leave()
             }
         }

@@ -12,7 +12,12 @@ import HTTPWire
 /// connections get instead of the worker.
 /// Touched only on its loop's thread; a request never leaves it.
 final class Worker: @unchecked Sendable, ConnectionTable {
-    let context: LoopContext
+    /// Built in `init`, lazily only because it is given this worker as its connection table.
+    private(set) lazy var context: LoopContext = {
+        guard let setup else { preconditionFailure("Worker: context built outside init") }
+        return LoopContext(loop: setup.loop, runtime: setup.runtime, logSink: setup.logSink, connections: self)
+    }()
+    private var setup: (loop: EventLoop, runtime: Runtime, logSink: LogSink)?
     let shared: SharedState
     private var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var h2Connections: [ObjectIdentifier: H2Connection] = [:]
@@ -31,9 +36,9 @@ final class Worker: @unchecked Sendable, ConnectionTable {
 
     init(loop: EventLoop, runtime: Runtime, shared: SharedState, logSink: LogSink) {
         self.shared = shared
-        context = LoopContext(loop: loop, runtime: runtime, logSink: logSink)
-        context.connections = self
+        setup = (loop, runtime, logSink)
         context.resetBudget = shared.resetBudget
+        setup = nil
         context.shared = shared
     }
 
@@ -59,10 +64,10 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     }
     var metrics: LoopMetrics {
         get {
-            context.foldRouteSlots()
-            return context.metrics
+            context.recorder.foldRouteSlots()
+            return context.recorder.metrics
         }
-        set { context.metrics = newValue }
+        set { context.recorder.metrics = newValue }
     }
 
     /// A new key set for this loop; requests waiting on an unknown `kid` verify again.
@@ -142,7 +147,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// Counts a connection closed over `max_connections_per_address`; logs at most once per second on this loop,
     /// with how many were refused since the last line.
     private func refusedPerAddress(_ key: ConnectionAddressKey, limit: Int) {
-        context.metrics.connectionsRefused["per_address", default: 0] += 1
+        context.recorder.metrics.connectionsRefused["per_address", default: 0] += 1
         perAddressRefusedUnlogged += 1
         let now = CSystemShims_monotonic_ns()
         guard perAddressLoggedAt == 0 || now &- perAddressLoggedAt >= 1_000_000_000 else { return }
@@ -158,7 +163,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     private func refuseOverloaded(_ fd: Int32) {
         let out = IOBuffer(capacity: 512)
         ErrorResponse.write(into: out, status: 503, code: "overloaded", reason: "max_connections",
-                            requestId: context.newRequestId(), close: true, retryAfter: 1, headOnly: false)
+                            requestId: context.recorder.newRequestId(), close: true, retryAfter: 1, headOnly: false)
         _ = Socket.write(fd, from: out)
         Socket.close(fd)
     }
@@ -210,15 +215,15 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     func forceClose() {
         for c in Array(clients.values) { c.abort() }
         for c in Array(h2Connections.values) { c.abort() }
-        context.retirePools()
+        context.pools.retireAll()
     }
 
     // MARK: logs and counters
 
     /// A copy of this loop's counters, with the connection gauges filled in (called on the loop thread).
     func snapshotMetrics() -> LoopMetrics {
-        context.foldRouteSlots()
-        var m = context.metrics
+        context.recorder.foldRouteSlots()
+        var m = context.recorder.metrics
         for c in clients.values { if c.exchange != nil { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
         for c in h2Connections.values { if c.isActive { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
         return m
@@ -282,23 +287,5 @@ struct RequestIdGenerator {
     private static func hexDigit(_ v: UInt64) -> UInt8 {
         let digits: StaticString = "0123456789abcdef"
         return digits.utf8Start[Int(v & 0xF)]
-    }
-}
-
-/// The RFC 3339 timestamp of now, formatted once per second per loop.
-struct WallClockCache {
-    private var second: Int = -1
-    private var prefix = ""
-
-    mutating func timestamp() -> String {
-        var tv = timeval()
-        gettimeofday(&tv, nil)
-        if tv.tv_sec != second {
-            second = tv.tv_sec
-            let full = JSONLine.timestamp(Date(timeIntervalSince1970: Double(tv.tv_sec)))
-            prefix = String(full.dropLast(4))  // "…:SS."
-        }
-        let ms = Int(tv.tv_usec / 1000)
-        return prefix + (ms < 10 ? "00" : ms < 100 ? "0" : "") + String(ms) + "Z"
     }
 }
