@@ -20,20 +20,10 @@ package struct DashboardHistory: Sendable, Codable {
     static let formatName = "appcheck-gateway dashboard history"
     static let formatVersion = 1
 
-    /// The index of `name` in `categories`, or nil: the length (and for `invalid`, the first letter) picks the one
-    /// candidate, which is then compared whole (one comparison per request instead of up to five). The gateway's
-    /// `LoopMetrics.outcomes` are these five plus `skipped`, in the same order, and use this lookup too.
+    /// The index of `name` in `categories`, or nil. Only for names read from outside (a history file, a test):
+    /// the request path counts a `DashboardCategory`, never its text.
     package static func categoryIndex(_ name: String) -> Int? {
-        let candidate: Int
-        switch name.utf8.count {
-        case 8: candidate = 0
-        case 15: candidate = 1
-        case 14: candidate = 2
-        case 7 where name.utf8.first == UInt8(ascii: "i"): candidate = 3
-        case 6: candidate = 4
-        default: return nil
-        }
-        return categories[candidate] == name ? candidate : nil
+        DashboardCategory.allCases.first { $0.name == name }?.rawValue
     }
 
     struct Route: Sendable, Codable {
@@ -240,4 +230,12 @@ package struct DashboardHistory: Sendable, Codable {
     var routeModes: [(name: String, mode: String)] {
         routes.map { ($0.key, $0.value.mode) }.sorted { $0.name < $1.name }
     }
+}
+
+/// Firebase's request categories as the dashboard counts them (docs/operations.md), in the order of
+/// `DashboardHistory.categories`: the raw value is the index. (`skipped` requests are not counted.)
+package enum DashboardCategory: Int, CaseIterable, Sendable {
+    case verified, outdatedClient, unknownOrigin, invalid, reused
+
+    package var name: String { DashboardHistory.categories[rawValue] }
 }

@@ -26,8 +26,8 @@ package struct DashboardTally: Sendable {
 
     /// Counts one request whose App Check step ran. `outcome` is the Firebase category (`skipped` and unknown
     /// names are ignored); `reason` counts only for non-verified outcomes; `appId` is the verified `sub`, if any.
-    package mutating func record(route: String, mode: String, outcome: String, reason: String?, appId: String?) {
-        guard let i = DashboardHistory.categoryIndex(outcome) else { return }
+    package mutating func record(route: String, mode: String, category: DashboardCategory, reason: String?, appId: String?) {
+        let i = category.rawValue
         Self.count(&routes[route, default: Route(mode: mode)], mode: mode, category: i, reason: reason, appId: appId)
     }
 

@@ -31,13 +31,13 @@ struct DashboardVerdict: Sendable, Equatable {
     init(counts: [Int], minRequests: Int, readyShare: Double) {
         let total = counts.reduce(0, +)
         func share(_ n: Int) -> Double { total > 0 ? Double(n) / Double(total) : 0 }
-        let at = { (name: String) -> Int in
-            DashboardHistory.categoryIndex(name).map { counts.indices.contains($0) ? counts[$0] : 0 } ?? 0
+        let at = { (category: DashboardCategory) -> Int in
+            counts.indices.contains(category.rawValue) ? counts[category.rawValue] : 0
         }
         self.total = total
-        verifiedShare = share(at("verified"))
-        outdatedShare = share(at("outdated_client"))
-        suspiciousShare = share(at("invalid") + at("unknown_origin"))
+        verifiedShare = share(at(.verified))
+        outdatedShare = share(at(.outdatedClient))
+        suspiciousShare = share(at(.invalid) + at(.unknownOrigin))
         let pct = { (x: Double) in Self.percent(x) }
         if total < minRequests {
             kind = .notEnoughTraffic

@@ -15,18 +15,18 @@ import Testing
                       reason: String? = nil, appId: String? = nil) -> DashboardTally {
         var t = DashboardTally()
         for (outcome, n) in outcomes.sorted(by: { $0.key < $1.key }) {
-            for _ in 0..<n { t.record(route: route, mode: mode, outcome: outcome, reason: outcome == "verified" ? nil : reason, appId: appId) }
+            guard let category = DashboardCategory.allCases.first(where: { $0.name == outcome }) else { continue }
+            for _ in 0..<n { t.record(route: route, mode: mode, category: category, reason: outcome == "verified" ? nil : reason, appId: appId) }
         }
         return t
     }
 
-    @Test func tallyCountsCategoriesReasonsAndAppsAndIgnoresSkipped() {
+    @Test func tallyCountsCategoriesReasonsAndApps() {
         var t = DashboardTally()
-        t.record(route: "r", mode: "enforce", outcome: "verified", reason: nil, appId: "app1")
-        t.record(route: "r", mode: "enforce", outcome: "invalid", reason: "bad_signature", appId: nil)
-        t.record(route: "r", mode: "enforce", outcome: "reused", reason: "reused", appId: "app1")
-        t.record(route: "r", mode: "enforce", outcome: "skipped", reason: nil, appId: nil)
-        t.record(route: "r", mode: "enforce", outcome: "verified", reason: "ignored-on-verified", appId: nil)
+        t.record(route: "r", mode: "enforce", category: .verified, reason: nil, appId: "app1")
+        t.record(route: "r", mode: "enforce", category: .invalid, reason: "bad_signature", appId: nil)
+        t.record(route: "r", mode: "enforce", category: .reused, reason: "reused", appId: "app1")
+        t.record(route: "r", mode: "enforce", category: .verified, reason: "ignored-on-verified", appId: nil)
         #expect(t.routes["r"]?.categories == [2, 0, 0, 1, 1])
         #expect(t.routes["r"]?.reasons == ["bad_signature": 1, "reused": 1])
         #expect(t.routes["r"]?.apps == ["app1": [1, 0, 0, 0, 1]])
@@ -42,12 +42,17 @@ import Testing
         }
         #expect(DashboardHistory.categoryIndex("skipped") == nil)
         #expect(DashboardHistory.categoryIndex("reused") == 4)
+        // The gateway's categories are the dashboard's by raw value, `skipped` last and not the dashboard's.
+        for category in DashboardCategory.allCases {
+            #expect(AppCheckOutcome.Category(rawValue: UInt8(category.rawValue))?.name == category.name)
+        }
+        #expect(DashboardCategory(rawValue: Int(AppCheckOutcome.Category.skipped.rawValue)) == nil)
     }
 
     @Test func tallyBoundsAppIdsBetweenFolds() {
         var t = DashboardTally()
         for i in 0..<(DashboardTally.maxAppsPerRoute + 10) {
-            t.record(route: "r", mode: "enforce", outcome: "verified", reason: nil, appId: "app-\(i)")
+            t.record(route: "r", mode: "enforce", category: .verified, reason: nil, appId: "app-\(i)")
         }
         #expect(t.routes["r"]?.apps.count == DashboardTally.maxAppsPerRoute + 1)
         #expect(t.routes["r"]?.apps[DashboardHistory.other]?[0] == 10)
@@ -183,7 +188,7 @@ import Testing
             var t = DashboardTally()
             for r in 0..<(DashboardHistory.maxRoutes + 5) {
                 for a in 0..<(DashboardHistory.maxApps + 5) {
-                    t.record(route: "route-\(r)-\(long)", mode: "enforce", outcome: "invalid",
+                    t.record(route: "route-\(r)-\(long)", mode: "enforce", category: .invalid,
                              reason: "reason-\(a)-\(minute)-\(long)", appId: "app-\(a)-\(minute)-\(long)")
                 }
             }

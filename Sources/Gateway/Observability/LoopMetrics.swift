@@ -7,11 +7,9 @@ struct LoopMetrics: Sendable {
     /// Firebase's request categories (docs/operations.md; the dashboard's `DashboardHistory.categories`) plus `skipped`.
     static let outcomes = DashboardHistory.categories + ["skipped"]
 
-    /// The index of `name` in `outcomes`, or nil: the dashboard's one-comparison lookup, then `skipped`.
-    static func outcomeIndex(_ name: String) -> Int? {
-        if let i = DashboardHistory.categoryIndex(name) { return i }
-        return name == "skipped" ? DashboardHistory.categories.count : nil
-    }
+    /// The index of `name` in `outcomes`, or nil (for text from outside; requests are counted by
+    /// `AppCheckOutcome.Category.rawValue`).
+    static func outcomeIndex(_ name: String) -> Int? { outcomes.firstIndex(of: name) }
     /// Upper bounds (seconds) of `gateway_request_duration_seconds`.
     static let durationBuckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HTTPWire
 import JSONLog
+import Dashboard
 import EventLoop
 
 /// The loop's one wall clock, in Unix seconds: token checks (`iat`, `exp`, the token cache, key-set staleness) and
@@ -126,8 +127,11 @@ final class RequestRecorder {
                            seconds: seconds)
             }
             if ex.appCheckRan {
-                metrics.dashboard.record(route: ex.routeName, mode: ex.mode, outcome: ex.appCheck.outcome.name,
-                                         reason: ex.appCheck.reason, appId: ex.appCheck.appId)
+                // The raw values agree (DashboardHistoryTests.categoriesAreTheMetricsOutcomesInOrder); `skipped` has none there.
+                if let category = DashboardCategory(rawValue: Int(ex.appCheck.outcome.rawValue)) {
+                    metrics.dashboard.record(route: ex.routeName, mode: ex.mode, category: category,
+                                             reason: ex.appCheck.reason, appId: ex.appCheck.appId)
+                }
             }
         } else {
             metrics.unroutedStatuses[status, default: 0] += 1
