@@ -11,6 +11,13 @@ usage: soak_attacks.py ATTACK PORT [SECONDS]
   underscore       requests with X_AppCheck_Status and X_Forwarded_For headers
   hostile-tokens   malformed, forged and oversized tokens on the enforce route
   smuggling        Content-Length + Transfer-Encoding, duplicate lengths, bare LF, obs-fold
+  issuer-flood     exchangeDebugToken with a wrong secret, 8 connections as fast as they are answered
+  challenge-flood  generateAppAttestChallenge, 8 connections as fast as they are answered
+  issuer-slow-body 300 connections declare a 64 KiB exchange body, send all but one byte and wait
+  hostile-cbor     exchangeAppAttestAttestation with hostile CBOR (random, deep nesting, huge lengths)
+  custom-replay    one custom token (SOAK_CUSTOM_TOKEN_CMD prints a fresh one) exchanged again and again
+
+The issuer attacks come from 127.0.0.1; Benchmarks/soak.sh's valid exchanges from 127.0.0.2.
 
 Prints one line: ATTACK CONNECTIONS REQUESTS. Never raises on the gateway's refusals: they are the point.
 """
@@ -221,10 +228,112 @@ def smuggling(port, seconds):
     return n, n
 
 
+ISSUER_BASE = "/appcheck/v1/projects/123456789012/apps/"
+SOAK_APP = "1:123456789012:ios:0a1b2c3d4e5f6a7b"
+
+
+def issuer_post(port, method, body, app=SOAK_APP, keep=None):
+    """One POST to the issuer on a new connection; 1 when answered (any status)."""
+    data = body if isinstance(body, bytes) else body.encode()
+    raw = ("POST %s%s:%s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+           "Connection: close\r\n\r\n" % (ISSUER_BASE, app, method, len(data))).encode() + data
+    return one_request(port, raw)
+
+
+def issuer_flood(port, seconds, method="exchangeDebugToken", body='{"debug_token":"not-the-secret-0123456789"}'):
+    import threading
+    counts = [0] * 8
+    end = time.time() + seconds
+
+    def worker(i):
+        while time.time() < end:
+            counts[i] += issuer_post(port, method, body)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts), sum(counts)
+
+
+def challenge_flood(port, seconds):
+    return issuer_flood(port, seconds, method="generateAppAttestChallenge", body="")
+
+
+def issuer_slow_body(port, seconds):
+    held = []
+    head = ("POST %s%s:exchangeDebugToken HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+            "Content-Length: 65536\r\n\r\n" % (ISSUER_BASE, SOAK_APP)).encode()
+    for _ in range(300):
+        try:
+            s = connect(port)
+            s.sendall(head + b" " * 65535)
+            held.append(s)
+        except OSError:
+            break
+    drain_all(held, seconds)
+    return len(held), len(held)
+
+
+def drain_all(socks, seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        for s in list(socks):
+            try:
+                s.setblocking(False)
+                if s.recv(65536) == b"":
+                    socks.remove(s)
+            except BlockingIOError:
+                pass
+            except OSError:
+                socks.remove(s)
+        time.sleep(0.2)
+    for s in socks:
+        rst_close(s)
+
+
+def hostile_cbor(port, seconds):
+    import base64
+    import json
+    rnd = random.Random(7)
+    shapes = [
+        lambda: os.urandom(rnd.randint(1, 4000)),
+        lambda: b"\x81" * 5000,                                    # arrays nested 5,000 deep
+        lambda: b"\xbf" * 3000,                                    # indefinite maps nested
+        lambda: b"\x5b\xff\xff\xff\xff\xff\xff\xff\xff",        # a byte string of 2^64-1 bytes
+        lambda: b"\xa3\x63fmt\x6fapple-appattest\x67attStmt\xa0\x68authData\x59\xff\xff",  # truncated
+        lambda: b"\xd8\x18" * 1000 + b"\x00",                      # tags on tags
+    ]
+    n = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        body = json.dumps({"attestation_statement": base64.b64encode(rnd.choice(shapes)()).decode(),
+                           "challenge": base64.b64encode(os.urandom(32)).decode(),
+                           "key_id": base64.b64encode(os.urandom(32)).decode()})
+        n += issuer_post(port, "exchangeAppAttestAttestation", body)
+    return n, n
+
+
+def custom_replay(port, seconds):
+    import json
+    import subprocess
+    cmd = os.environ.get("SOAK_CUSTOM_TOKEN_CMD")
+    if not cmd:
+        return 0, 0
+    token = subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    body = json.dumps({"custom_token": token})
+    n = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        n += issuer_post(port, "exchangeCustomToken", body)
+    return n, n
+
+
 ATTACKS = {
     "rapid-reset": rapid_reset, "zero-window": zero_window, "close-mid-body": close_mid_body,
     "slow-body": slow_body, "silent": silent, "underscore": underscore, "hostile-tokens": hostile_tokens,
-    "smuggling": smuggling,
+    "smuggling": smuggling, "issuer-flood": issuer_flood, "challenge-flood": challenge_flood,
+    "issuer-slow-body": issuer_slow_body, "hostile-cbor": hostile_cbor, "custom-replay": custom_replay,
 }
 
 if __name__ == "__main__":
