@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# `make fuzz-smoke`: every target in Fuzz/Targets for FUZZ_SECONDS (default 15) each, one after another, from
+# `make fuzz-smoke`: every target in Fuzz/Targets for FUZZ_SECONDS each (default `smoke_seconds` in Fuzz/options.sh:
+# 15, 10 for the newest targets), one after another, from
 # the committed seed corpus (new finds go to a temporary directory; the repository is not written). Fails on
 # any crash, leak, timeout or out-of-memory. Ends with `fuzz-smoke: PASS (N targets, E executions, Ts)` or
 # `fuzz-smoke: FAIL: …`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
-seconds=${FUZZ_SECONDS:-15}
 Fuzz/build.sh || { echo "fuzz-smoke: FAIL: build"; exit 1; }
 source Fuzz/options.sh
 tmp=$(mktemp -d)
@@ -15,6 +15,7 @@ failed=()
 total=0
 for t in $(cd Fuzz/Targets && ls *.swift | sed 's/\.swift$//'); do
   mkdir -p "$tmp/$t" "$tmp/artifacts-$t"
+  seconds=$(smoke_seconds "$t")
   # Bounded even if libFuzzer itself hangs: its own limit plus a minute.
   timeout $((seconds + 60)) "Fuzz/out/$t" -max_total_time="$seconds" "${FUZZ_FLAGS[@]}" -max_len="$(max_len "$t")" \
     $(dict_flag "$t") -artifact_prefix="$tmp/artifacts-$t/" -print_final_stats=1 "$tmp/$t" "Fuzz/corpus/$t" \

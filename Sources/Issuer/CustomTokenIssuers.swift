@@ -26,9 +26,9 @@ import KeySets
 /// twin (r, n − s) and any other base64url spelling of the same signature are the same record).
 final class CustomTokenIssuers: Sendable {
     /// Largest custom token accepted, in bytes.
-    static let maxTokenBytes = 8 * 1024
+    static let maxTokenBytes = CustomToken.maxTokenBytes
     /// Largest `exp - iat`, in seconds.
-    static let maxLifetime = 300.0
+    static let maxLifetime = CustomToken.maxLifetime
 
     private struct Entry: Sendable {
         let iss: String
@@ -62,19 +62,8 @@ final class CustomTokenIssuers: Sendable {
     /// the event loops: right after start it may wait up to `firstFetchWait` for the backend's first key set.
     func verify(_ token: String, appId: String, audience: String,
                 now: Double) async throws(IssuerError) -> (rememberUntil: Double, usedRecord: [UInt8]) {
-        let bytes = Array(token.utf8)
-        guard bytes.count <= Self.maxTokenBytes else { throw malformed }
-        guard let jws = CompactJWS.decode(bytes, maxJSONBytes: Self.maxTokenBytes) else { throw malformed }
-        let header = jws.header, payload = jws.payload, signature = jws.signature
-        let signingInput = bytes[jws.signingInputRange]
-
-        guard let alg = header.member("alg")?.stringValue, alg == "RS256" || alg == "ES256",
-              let kid = header.member("kid")?.stringValue else {
-            throw .permissionDenied("custom_token_algorithm")
-        }
-        guard header.member("crit") == nil else { throw .permissionDenied("custom_token_crit") }
-        guard let iss = payload.member("iss")?.stringValue,
-              let entry = entries.first(where: { $0.iss.utf8.elementsEqual(iss.utf8) }) else {
+        let decoded = try CustomToken.decode(token)
+        guard let iss = decoded.iss, let entry = entries.first(where: { $0.iss.utf8.elementsEqual(iss.utf8) }) else {
             throw .permissionDenied("custom_token_issuer_unknown")
         }
         if entry.provider.current == nil {
@@ -86,30 +75,12 @@ final class CustomTokenIssuers: Sendable {
         guard let snapshot = entry.provider.current, snapshot.usable(at: Date(timeIntervalSince1970: now)) else {
             throw .unavailable("custom_token_jwks_unavailable")
         }
-        let verified: Bool
-        if alg == "RS256", let key = snapshot.set.key(for: kid) {
-            verified = key.verifyRS256(signingInput: signingInput, signature: signature)
-        } else if alg == "ES256", let key = snapshot.set.es256Key(for: kid) {
-            verified = key.verifyES256(signingInput: signingInput, signature: signature)
-        } else {
-            entry.provider.unknownKid(kid)
-            throw .permissionDenied("custom_token_unknown_kid")
+        do {
+            return try CustomToken.check(decoded, keys: snapshot.set, appId: appId, audience: audience, now: now,
+                                         clockSkew: clockSkew)
+        } catch {
+            if error.rule == "custom_token_unknown_kid" { entry.provider.unknownKid(decoded.kid) }
+            throw error
         }
-        guard verified else { throw .permissionDenied("custom_token_bad_signature") }
-
-        let aud = payload.member("aud")
-        guard aud?.stringEquals(audience) == true || aud?.arrayValue?.contains(where: { $0.stringEquals(audience) }) == true else {
-            throw .permissionDenied("custom_token_wrong_audience")
-        }
-        let app = payload.member("app_id") ?? payload.member("sub")
-        guard app?.stringEquals(appId) == true else { throw .permissionDenied("custom_token_wrong_app") }
-        guard let iat = payload.member("iat")?.numberValue, let exp = payload.member("exp")?.numberValue else { throw malformed }
-        guard exp - iat <= Self.maxLifetime else { throw .permissionDenied("custom_token_lifetime_too_long") }
-        guard now < exp + clockSkew else { throw .permissionDenied("custom_token_expired") }
-        guard iat <= now + clockSkew else { throw .permissionDenied("custom_token_issued_in_future") }
-        let canonical = alg == "ES256" ? ES256Signature.lowS(signature) : signature
-        return (exp + clockSkew, SHA256Digest.hash(Array(signingInput) + [0] + canonical))
     }
-
-    private var malformed: IssuerError { .invalidArgument("custom_token_malformed", "The custom token is malformed.") }
 }

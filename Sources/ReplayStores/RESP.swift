@@ -24,11 +24,13 @@ public enum RESP {
         }
     }
 
-    struct ProtocolError: Error, Equatable, CustomStringConvertible {
-        var description: String
+    /// A reply that breaks the protocol or its bounds; the connection is dropped.
+    public struct ProtocolError: Error, Equatable, CustomStringConvertible {
+        public var description: String
     }
 
-    enum ParseResult: Equatable {
+    /// What `parse` found at the start of its bytes.
+    public enum ParseResult: Equatable {
         case value(Value, consumed: Int)
         case needMore
         case failure(ProtocolError)
@@ -62,8 +64,8 @@ public enum RESP {
 
     static let crlf: [UInt8] = [13, 10]
 
-    /// Parses one reply at the start of `bytes`.
-    static func parse(_ bytes: UnsafeRawBufferPointer) -> ParseResult {
+    /// Parses one reply at the start of `bytes` (public for the fuzz target `resp`).
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> ParseResult {
         parse(bytes, depth: 0)
     }
 
