@@ -12,8 +12,11 @@
 #   Benchmarks/soak.sh --minutes 5                    # a short run
 #
 # Valid traffic: wrk, 1 thread, 16 connections, alternating 30 s on an `off` route and an `enforce` route with a
-# session token (local issuer, keygen + mint). Backend: nginx (static `ok`, and /big = 10 MB). Output: one line per
-# minute and a verdict; the table also goes to Benchmarks/out/soak-<date>.md.
+# session token (local issuer, keygen + mint); and valid issuer exchanges (issue 25): a client at 127.0.0.2 exchanges
+# a debug secret every 200 ms and a fresh custom token every second (each must be answered 200 with a token) while
+# the issuer attacks (exchange and challenge floods, slow issuer bodies, hostile CBOR, custom-token replays) come
+# from 127.0.0.1. Backend: nginx (static `ok`, and /big = 10 MB). Output: one line per minute and a verdict; the
+# table also goes to Benchmarks/out/soak-<date>.md.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -53,6 +56,29 @@ _start_nginx backend "$BENCH_TMP/backend.conf" "$BACKEND_PORT"
 TOKEN="$("$GATEWAY_BIN" mint --key "$BENCH_TMP/key.pem" --project-number 123456789012 \
     --app-id 1:123456789012:ios:abc123 --ttl 7d)"
 GATEWAY_APP_CHECK_YAML="  jwks: { url: \"file://$BENCH_TMP/jwks.json\" }"
+# The issuer: its own signing key, one app with App Attest (the hostile CBOR's target), a debug secret and custom
+# tokens from a backend key (Node's crypto signs them: docs/examples/custom-token/mint.mjs).
+command -v node >/dev/null || die "node not found (it signs the custom tokens)"
+"$GATEWAY_BIN" keygen --key "$BENCH_TMP/issuer.pem" --jwks "$BENCH_TMP/issuer-jwks.json" >/dev/null
+"$GATEWAY_BIN" keygen --key "$BENCH_TMP/backend.pem" --jwks "$BENCH_TMP/backend-jwks.json" --kid backend-1 >/dev/null
+SOAK_APP="1:123456789012:ios:0a1b2c3d4e5f6a7b"
+SOAK_SECRET="soak-debug-secret-0123456789abcdef"
+ISSUER_URL="https://soak.example/appcheck"
+export SOAK_CUSTOM_TOKEN_CMD="node '$REPO_ROOT/docs/examples/custom-token/mint.mjs' '$BENCH_TMP/backend.pem' backend-1 backend@soak '$ISSUER_URL' '$SOAK_APP'"
+GATEWAY_EXTRA_YAML="$(cat <<EOF
+issuer:
+  issuer_url: $ISSUER_URL
+  signing_keys: [$BENCH_TMP/issuer.pem]
+  custom_token_issuers:
+    - { iss: backend@soak, jwks_url: "file://$BENCH_TMP/backend-jwks.json" }
+  apps:
+    - app_id: "$SOAK_APP"
+      team_id: ABCDE12345
+      bundle_id: com.example.soak
+      app_attest: { environments: [production] }
+      debug_secrets: ["$SOAK_SECRET"]
+EOF
+)"
 write_gateway_config "$BENCH_TMP/gateway.yaml" "$GW_PORT" "$ADMIN_PORT" "$BACKEND_PORT" 2 "$(cat <<EOF
   - { name: api, prefix: /api/, upstream: api, enforcement: enforce }
   - { name: open, prefix: /, upstream: api, enforcement: off, max_body_bytes: 20MiB }
@@ -90,8 +116,58 @@ EOF
 ) &
 BENCH_PIDS+=("$!")
 
+# Valid issuer exchanges from 127.0.0.2, counted in xvalid/xfailed every 30 s (failures are printed to
+# $BENCH_TMP/exchanges.log); the report adds them to wrk's.
+echo 0 >"$BENCH_TMP/xfailed"
+echo 0 >"$BENCH_TMP/xvalid"
+python3 - "$GW_PORT" "$BENCH_TMP" "$SOAK_APP" "$SOAK_SECRET" <<'PY' >>"$BENCH_TMP/exchanges.log" 2>&1 &
+import json, os, socket, subprocess, sys, time
+port, tmp, app, secret = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+base = "/appcheck/v1/projects/123456789012/apps/%s:" % app
+def post(method, body):
+    data = json.dumps(body).encode()
+    raw = ("POST %s%s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+           "Connection: close\r\n\r\n" % (base, method, len(data))).encode() + data
+    try:
+        s = socket.socket(); s.settimeout(5); s.bind(("127.0.0.2", 0)); s.connect(("127.0.0.1", port))
+        s.sendall(raw); out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk: break
+            out += chunk
+        s.close()
+        return out.startswith(b"HTTP/1.1 200 ") and b'"token":"' in out, out[:300]
+    except OSError as e:
+        return False, repr(e).encode()
+ok = failed = 0; last = time.time(); tick = 0
+while True:
+    stopping = os.path.exists(os.path.join(tmp, "stop"))
+    if not stopping:
+        tick += 1
+        good, what = post("exchangeDebugToken", {"debug_token": secret})
+        ok, failed = (ok + 1, failed) if good else (ok, failed + 1)
+        if not good: print("debug exchange failed:", what, flush=True)
+        if tick % 5 == 0:
+            cmd = os.environ["SOAK_CUSTOM_TOKEN_CMD"]
+            token = subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+            good, what = post("exchangeCustomToken", {"custom_token": token})
+            ok, failed = (ok + 1, failed) if good else (ok, failed + 1)
+            if not good: print("custom token exchange failed:", what, flush=True)
+    if time.time() - last >= 30 or stopping:
+        for name, n in (("xvalid", ok), ("xfailed", failed)):
+            path = os.path.join(tmp, name)
+            with open(path) as f: total = int(f.read().strip() or 0)
+            with open(path + ".tmp", "w") as f: f.write(str(total + n))
+            os.replace(path + ".tmp", path)
+        ok = failed = 0; last = time.time()
+    if stopping: break
+    time.sleep(0.2)
+PY
+BENCH_PIDS+=("$!")
+
 # Attacks in rotation, 25 s each.
-ATTACKS=(rapid-reset zero-window close-mid-body slow-body silent underscore hostile-tokens smuggling)
+ATTACKS=(rapid-reset issuer-flood zero-window challenge-flood close-mid-body issuer-slow-body slow-body hostile-cbor
+         silent custom-replay underscore hostile-tokens smuggling)
 (
     i=0
     while [ ! -e "$BENCH_TMP/stop" ]; do
@@ -115,15 +191,19 @@ for m in $(seq 1 "$MINUTES"); do
     rss=$(rss_kib "$GATEWAY_PID")
     [ -n "$FIRST_RSS" ] || FIRST_RSS=$rss
     printf '| %d | %.1f | %s | %s | %s | %s |\n' "$m" "$(echo "$rss / 1024" | bc -l)" "$(close_wait)" "$(open_connections)" \
-        "$(cat "$BENCH_TMP/valid")" "$(cat "$BENCH_TMP/failed")" | tee -a "$REPORT"
+        "$(( $(cat "$BENCH_TMP/valid") + $(cat "$BENCH_TMP/xvalid") ))" \
+        "$(( $(cat "$BENCH_TMP/failed") + $(cat "$BENCH_TMP/xfailed") ))" | tee -a "$REPORT"
 done
 
 touch "$BENCH_TMP/stop"
 log "soak: stopping traffic and attacks (up to 35 s), then 15 s to settle"
 for _ in $(seq 1 70); do pgrep -f "soak_attacks.py|wrk -t1 -c16" >/dev/null || break; sleep 0.5; done
+[ ! -s "$BENCH_TMP/exchanges.log" ] || { log "soak: failed exchanges:"; head -n 5 "$BENCH_TMP/exchanges.log" >&2; }
 sleep 15
-rss=$(rss_kib "$GATEWAY_PID"); cw=$(close_wait); open=$(open_connections); failed=$(cat "$BENCH_TMP/failed")
-valid=$(cat "$BENCH_TMP/valid")
+rss=$(rss_kib "$GATEWAY_PID"); cw=$(close_wait); open=$(open_connections)
+failed=$(( $(cat "$BENCH_TMP/failed") + $(cat "$BENCH_TMP/xfailed") ))
+valid=$(( $(cat "$BENCH_TMP/valid") + $(cat "$BENCH_TMP/xvalid") ))
+exchanges=$(cat "$BENCH_TMP/xvalid")
 attacks=$(wc -l <"$BENCH_TMP/attacks.log")
 verdict=PASS
 ratio=$(echo "$rss / $FIRST_RSS" | bc -l)
@@ -135,7 +215,7 @@ ratio=$(echo "$rss / $FIRST_RSS" | bc -l)
     echo
     printf 'end: RSS %.1f MiB (%.0f%% of the first minute'"'"'s %.1f MiB), CLOSE-WAIT %s, open connections %s, ' \
         "$(echo "$rss / 1024" | bc -l)" "$(echo "$ratio * 100" | bc -l)" "$(echo "$FIRST_RSS / 1024" | bc -l)" "$cw" "$open"
-    echo "valid requests $valid, failed $failed, attack runs $attacks: $verdict"
+    echo "valid requests $valid (of them issuer exchanges $exchanges), failed $failed, attack runs $attacks: $verdict"
 } | tee -a "$REPORT"
 log "soak: report in $REPORT"
 [ "$verdict" = PASS ]
