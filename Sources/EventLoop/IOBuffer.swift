@@ -132,28 +132,10 @@ public final class IOBuffer {
     }
 
     public func append(_ bytes: UnsafeRawBufferPointer) {
-        let count = bytes.count
-        guard count > 0, let src = bytes.baseAddress else { return }
-        reserve(count)
-        let dst = base + writerIndex
-        // Most appends on the request path are a few bytes (": ", "\r\n", a header name): two overlapping loads and
-        // stores instead of a call to memcpy. Both loads happen before either store.
-        if count >= 8 && count <= 16 {
-            let first = src.loadUnaligned(as: UInt64.self)
-            let last = src.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
-            dst.storeBytes(of: first, as: UInt64.self)
-            dst.storeBytes(of: last, toByteOffset: count - 8, as: UInt64.self)
-        } else if count >= 4 && count < 8 {
-            let first = src.loadUnaligned(as: UInt32.self)
-            let last = src.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
-            dst.storeBytes(of: first, as: UInt32.self)
-            dst.storeBytes(of: last, toByteOffset: count - 4, as: UInt32.self)
-        } else if count < 4 {
-            for i in 0..<count { dst.storeBytes(of: src.load(fromByteOffset: i, as: UInt8.self), toByteOffset: i, as: UInt8.self) }
-        } else {
-            dst.copyMemory(from: src, byteCount: count)
-        }
-        writerIndex += count
+        guard bytes.count > 0, let src = bytes.baseAddress else { return }
+        reserve(bytes.count)
+        (base + writerIndex).copyMemory(from: src, byteCount: bytes.count)
+        writerIndex += bytes.count
     }
 
     public func append(_ bytes: [UInt8]) { bytes.withUnsafeBytes { append($0) } }
