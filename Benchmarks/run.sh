@@ -498,7 +498,13 @@ probe_rate() {
 # be faster than during the probe) + 2,000; or --fresh-tokens. Call probe_rate first, in the main shell (this
 # runs in $(...), where a gateway started by the probe would be lost).
 tokens_needed() {
-    if [[ -n "$FRESH_TOKENS" ]]; then echo "$FRESH_TOKENS"; return; fi
+    # --fresh-tokens N sizes a run of DURATION; a shorter one (the 1 s warm-up) gets its share and 1,000 more (a
+    # warm-up file as large as the measured one doubled the minting, and on a slow machine the measured tokens
+    # expired meanwhile).
+    if [[ -n "$FRESH_TOKENS" ]]; then
+        (( $1 >= DURATION )) && echo "$FRESH_TOKENS" || echo $(( FRESH_TOKENS * $1 / DURATION + 1000 ))
+        return
+    fi
     [[ -n "$PROBE_RATE" ]] || die "tokens_needed: probe_rate has not run"
     echo $(( PROBE_RATE * $1 * 3 / 2 + 2000 ))
 }
