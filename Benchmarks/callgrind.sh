@@ -244,7 +244,8 @@ for c in ${CASES//,/ }; do
     echo
     echo "gateway, $c: top $TOP functions by self Ir in the measured window (thread entry frames that show 100% are left out):"
     callgrind_annotate --inclusive=no --threshold=100 "${PROFILE[$c]}" 2>/dev/null \
-        | awk '/^-+$/ { sep++; next } sep >= 4 && NF && !/\(100\.0%\)/' | head -n "$TOP" | $DEMANGLE | cut -c1-200
+        | awk '/^-+$/ { sep++; next } sep >= 4 && NF && !/\(100\.0%\)/' | head -n "$TOP" | $DEMANGLE | cut -c1-200 \
+        || true  # head closes the pipe early: with pipefail that would end the script after the first case
 done
 echo
 log "profiles kept in $OUT_DIR/callgrind-$STAMP-*.out (open with callgrind_annotate or kcachegrind)"

@@ -3,7 +3,7 @@
 # loopback, measured in the same run. See Benchmarks/README.md.
 #
 # usage: Benchmarks/run.sh [--duration SECONDS] [--rounds R] [--quick] [--threads "1 2"] [--no-rss]
-#            [--cases http1,enforce,fresh,replay,h2,handshakes,rss] [--case-threads N] [--fresh-tokens N]
+#            [--cases http1,enforce,fresh,replay,haproxy,h2,handshakes,rss] [--case-threads N] [--fresh-tokens N]
 # Run from anywhere after `make release` (or `swift build -c release --product appcheck-gateway`).
 set -euo pipefail
 
@@ -17,7 +17,7 @@ RUN_RSS=1
 IDLE_CONNECTIONS=10000
 RSS_TARGET_MIB=100
 WRK_CONNECTIONS=64
-ALL_CASES="http1,enforce,fresh,replay,h2,handshakes,rss"
+ALL_CASES="http1,enforce,fresh,replay,haproxy,h2,handshakes,rss"
 CASES="$ALL_CASES"
 CASE_THREADS=1          # gateway threads = nginx workers for the token/TLS cases
 FRESH_TOKENS=""         # override the probe-based size of the fresh-token files
@@ -56,9 +56,10 @@ need_tools=(wrk nginx python3)
 if want_case h2 || want_case handshakes; then need_tools+=(openssl); fi
 if want_case replay; then need_tools+=(redis-server redis-cli); fi
 if want_case h2; then need_tools+=(h2load); fi
+if want_case haproxy; then need_tools+=(haproxy openssl); fi
 for tool in "${need_tools[@]}"; do
     command -v "$tool" >/dev/null \
-        || die "$tool not found (make bench installs wrk nginx-light nghttp2-client valgrind redis-server openssl)"
+        || die "$tool not found (make bench installs wrk nginx-light haproxy nghttp2-client valgrind redis-server openssl)"
 done
 
 bench_init
@@ -68,6 +69,7 @@ RAW_DIR="$OUT_DIR/raw-$STAMP"
 mkdir -p "$RAW_DIR"
 RESULTS_MD="$OUT_DIR/results-$STAMP.md"
 ROWS=()          # markdown table rows, one per case
+HAPROXY_ROWS=()  # rows of the verifying-peer table (cases run with CMP_HAPROXY_URL)
 NOTES=()         # anomalies (errors, non-2xx, crashes) reported under the table
 
 read -r BACKEND_PORT NGINX_PORT GATEWAY_PORT ADMIN_PORT <<<"$(free_ports 4)"
@@ -206,7 +208,10 @@ metrics_summary() {
 #                       gateway's warm-up (compare_case does none): e.g. restart the gateway so its token cache
 #                       and replay store are empty, then warm up with tokens the measured run will not send.
 #   CMP_RATE_UNIT       what the rate column counts (for the notes only)
-reset_case_opts() { CMP_TOOL=wrk; CMP_NGINX_ARGS=(); CMP_GATEWAY_ARGS=(); CMP_GATEWAY_PREP=""; }
+#   CMP_HAPROXY_URL     when set, HAProxy (jwt_verify) runs too, between nginx and the gateway in every round, and
+#                       the case also gets a row in the verifying-peer table (gateway / HAProxy)
+#   CMP_HAPROXY_ARGS    load-tool args for HAProxy runs (default: the nginx args)
+reset_case_opts() { CMP_TOOL=wrk; CMP_NGINX_ARGS=(); CMP_GATEWAY_ARGS=(); CMP_GATEWAY_PREP=""; CMP_HAPROXY_URL=""; CMP_HAPROXY_ARGS=(); }
 reset_case_opts
 
 # check_alive NAME PID LOGFILE: notes a crash of a proxy under test.
@@ -223,18 +228,24 @@ compare_case() {
     local case="$1" nurl="$2" gurl="$3"; shift 3
     local r proxy url f a b c d tag=""
     local -A rps p50 p99 errs
-    local -a nargs gargs
+    local -a nargs gargs hargs proxies=(nginx gateway)
     if ((${#CMP_NGINX_ARGS[@]})); then nargs=("${CMP_NGINX_ARGS[@]}"); else nargs=("$@"); fi
     if ((${#CMP_GATEWAY_ARGS[@]})); then gargs=("${CMP_GATEWAY_ARGS[@]}"); else gargs=("$@"); fi
+    if ((${#CMP_HAPROXY_ARGS[@]})); then hargs=("${CMP_HAPROXY_ARGS[@]}"); else hargs=("${nargs[@]}"); fi
+    [[ -z "$CMP_HAPROXY_URL" ]] || proxies=(nginx haproxy gateway)
     log "case '$case': warm-up (1 s each, not counted)"
     warm_up "$nurl" "${nargs[@]}"
+    [[ -z "$CMP_HAPROXY_URL" ]] || warm_up "$CMP_HAPROXY_URL" "${hargs[@]}"
     [[ -n "$CMP_GATEWAY_PREP" ]] || warm_up "$gurl" "${gargs[@]}"
     for ((r = 1; r <= ROUNDS; r++)); do
-        for proxy in nginx gateway; do
+        for proxy in "${proxies[@]}"; do
             f="$RAW_DIR/$(tr -cs 'A-Za-z0-9.=-' '_' <<<"$case" | sed 's/_*$//')-$proxy-$r.txt"
             if [[ $proxy == nginx ]]; then
                 url="$nurl"
                 "run_$CMP_TOOL" "$case/$proxy" "$url" "$f" "${nargs[@]}"
+            elif [[ $proxy == haproxy ]]; then
+                url="$CMP_HAPROXY_URL"
+                "run_$CMP_TOOL" "$case/$proxy" "$url" "$f" "${hargs[@]}"
             else
                 url="$gurl"
                 [[ -z "$CMP_GATEWAY_PREP" ]] || "$CMP_GATEWAY_PREP" "$r"
@@ -263,13 +274,14 @@ compare_case() {
         done
         check_alive gateway "$GATEWAY_PID" "$BENCH_TMP/gateway.stderr.log" || break
         check_alive nginx "$NGINX_PROXY_PID" "$BENCH_TMP/nginx-proxy/err.log" || break
+        [[ -z "$CMP_HAPROXY_URL" ]] || check_alive haproxy "$HAPROXY_PID" "$BENCH_TMP/haproxy/stderr.log" || break
     done
     local nr np50 np99 gr gp50 gp99
     nr=$(tr ' ' '\n' <<<"${rps[nginx]}" | grep . | median);   gr=$(tr ' ' '\n' <<<"${rps[gateway]}" | grep . | median)
     np50=$(tr ' ' '\n' <<<"${p50[nginx]}" | grep . | median); gp50=$(tr ' ' '\n' <<<"${p50[gateway]}" | grep . | median)
     np99=$(tr ' ' '\n' <<<"${p99[nginx]}" | grep . | median); gp99=$(tr ' ' '\n' <<<"${p99[gateway]}" | grep . | median)
     local spread
-    for proxy in nginx gateway; do
+    for proxy in "${proxies[@]}"; do
         spread=$(tr ' ' '\n' <<<"${rps[$proxy]}" | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (lo > 0) printf "%.0f", (hi / lo - 1) * 100; else print 0 }')
         if ((spread > 15)); then
             NOTES+=("$case/$proxy: req/s varied by ${spread}% between rounds ($(xargs <<<"${rps[$proxy]}")) -- the machine was busy; rerun with more --rounds or when it is idle")
@@ -280,6 +292,15 @@ compare_case() {
     p99_ratio=$(awk -v g="$gp99" -v n="$np99" 'BEGIN { if (n > 0) printf "%.2f", g / n; else print "n/a" }')
     ROWS+=("$(printf '| %s | %.0f | %.3f | %.3f | %.0f | %.3f | %.3f | %s | %s | %s / %s |' \
         "$case$tag" "$nr" "$np50" "$np99" "$gr" "$gp50" "$gp99" "$tr_ratio" "$p99_ratio" "${errs[nginx]:-0}" "${errs[gateway]:-0}")")
+    if [[ -n "$CMP_HAPROXY_URL" ]]; then
+        local hr hp99
+        hr=$(tr ' ' '\n' <<<"${rps[haproxy]}" | grep . | median); hp99=$(tr ' ' '\n' <<<"${p99[haproxy]}" | grep . | median)
+        HAPROXY_ROWS+=("$(awk -v c="$case$tag" -v n="$nr" -v h="$hr" -v g="$gr" -v hp="$hp99" -v gp="$gp99" \
+            -v hs="$(xargs <<<"${rps[haproxy]}")" -v gs="$(xargs <<<"${rps[gateway]}")" \
+            -v e="${errs[nginx]:-0} / ${errs[haproxy]:-0} / ${errs[gateway]:-0}" 'BEGIN {
+            printf "| %s | %.0f | %.0f | %.0f | %s | %s | %.3f | %.3f | %s | %s | %s |", c, n, h, g,
+                (h > 0 ? sprintf("%.2f", g / h) : "n/a"), (n > 0 ? sprintf("%.2f", g / n) : "n/a"), hp, gp, hs, gs, e }')")
+    fi
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -327,7 +348,7 @@ issuer_init() {
     mkdir -p "$ISSUER_DIR"
     if [[ ! -s "$ISSUER_DIR/key.pem" || ! -s "$ISSUER_DIR/jwks.json" ]]; then
         rm -rf "$ISSUER_DIR/tokens"
-        "$GATEWAY_BIN" keygen --key "$ISSUER_DIR/key.pem" --jwks "$ISSUER_DIR/jwks.json" >&2 \
+        "$GATEWAY_BIN" keygen --bits "${ISSUER_BITS:-2048}" --key "$ISSUER_DIR/key.pem" --jwks "$ISSUER_DIR/jwks.json" >&2 \
             || die "appcheck-gateway keygen failed"
     fi
     mkdir -p "$ISSUER_DIR/tokens"
@@ -477,7 +498,13 @@ probe_rate() {
 # be faster than during the probe) + 2,000; or --fresh-tokens. Call probe_rate first, in the main shell (this
 # runs in $(...), where a gateway started by the probe would be lost).
 tokens_needed() {
-    if [[ -n "$FRESH_TOKENS" ]]; then echo "$FRESH_TOKENS"; return; fi
+    # --fresh-tokens N sizes a run of DURATION; a shorter one (the 1 s warm-up) gets its share and 1,000 more (a
+    # warm-up file as large as the measured one doubled the minting, and on a slow machine the measured tokens
+    # expired meanwhile).
+    if [[ -n "$FRESH_TOKENS" ]]; then
+        (( $1 >= DURATION )) && echo "$FRESH_TOKENS" || echo $(( FRESH_TOKENS * $1 / DURATION + 1000 ))
+        return
+    fi
     [[ -n "$PROBE_RATE" ]] || die "tokens_needed: probe_rate has not run"
     echo $(( PROBE_RATE * $1 * 3 / 2 + 2000 ))
 }
@@ -532,8 +559,17 @@ case_fresh_token_per_request() {
 REPLAY_STORE=""; REPLAY_MAIN=""; REPLAY_WARM=""; REPLAY_CONFIG=""; REPLAY_NEED=0; REPLAY_WARM_NEED=0
 replay_mint() {
     REPLAY_MAIN="$BENCH_TMP/limited-main.txt"; REPLAY_WARM="$BENCH_TMP/limited-warm.txt"
-    mint_tokens "$REPLAY_WARM" "$REPLAY_WARM_NEED" --limited-use
+    # The small warm-up file last: it is used first, and the measured file then ages only by its minting (a slow,
+    # busy machine otherwise let the warm-up tokens expire while the large file was minted).
+    local start=$SECONDS
     mint_tokens "$REPLAY_MAIN" "$REPLAY_NEED" --limited-use
+    mint_tokens "$REPLAY_WARM" "$REPLAY_WARM_NEED" --limited-use
+    # The first tokens of the measured file are as old as the whole minting: past the 5-minute lifetime they are
+    # refused as expired (the gateway's and HAProxy's rows then count 401s; say so rather than measure that).
+    if (( SECONDS - start + DURATION + 20 > LIMITED_MAX_AGE )); then
+        NOTES+=("limited-use tokens: minting took $((SECONDS - start)) s, so the first tokens of the measured file expire during the run (they live ${LIMITED_MAX_AGE} s): the rows that use them count expired refusals; lower --fresh-tokens or run on a quieter machine")
+        log "WARNING: minting took $((SECONDS - start)) s: the oldest limited-use tokens will expire during the run"
+    fi
 }
 replay_prep() {
     # A round needs its tokens valid for warm-up + DURATION (+ the gateway's 10 s clock skew, not counted).
@@ -605,6 +641,63 @@ case_replay_stores() {
     # Stop the gateway first: one that loses its store logs "replay store connection lost".
     [[ -n "${GATEWAY_PID:-}" ]] && { stop_pid "$GATEWAY_PID"; GATEWAY_PID=""; }
     if [[ -n "$REDIS_PID" ]]; then stop_pid "$REDIS_PID"; REDIS_PID=""; fi
+}
+
+# Case: the verifying peer, HAProxy 2.6 with jwt_verify (issue 24; start_haproxy in lib.sh): one thread,
+# `http-reuse always` to the same backend, 401 unless alg RS256, jwt_verify, the Firebase iss and an exp not
+# past. HAProxy takes one key per rule, so every token of this case is signed by one RSA-3072 key of its own
+# issuer (out/issuer3072/); the gateway reads that key's set. Before measuring, both must accept a good token
+# and refuse a changed payload, another key, alg none, an expired token and another issuer (verifier_sanity).
+# Two rows, each nginx / HAProxy / gateway alternated per round:
+#   (a) 1,000 cycled session tokens: the gateway's verified-token cache hits; HAProxy has none and verifies each.
+#   (b) a fresh limited-use token per request on a replay-protected route (memory store): the gateway verifies
+#       and consumes every token (the replay case's per-round minting, replay_prep); HAProxy cannot consume
+#       tokens, so it cycles the same file, which for it (no cache) is a full verification per request too.
+# nginx verifies nothing; it is the bare-proxy baseline of the same requests.
+HAPROXY_PORT=""
+case_haproxy_peer() {
+    local saved_dir="$ISSUER_DIR" toks good
+    ISSUER_DIR="$OUT_DIR/issuer3072"; ISSUER_BITS=3072; ISSUER_READY=""
+    issuer_init
+    openssl pkey -in "$ISSUER_DIR/key.pem" -pubout -out "$BENCH_TMP/issuer3072-pub.pem" 2>/dev/null \
+        || die "openssl could not write the RSA-3072 public key"
+    HAPROXY_PORT="$(free_ports 1)"
+    [[ -n "${HAPROXY_PID:-}" ]] && stop_pid "$HAPROXY_PID"
+    start_haproxy "$HAPROXY_PORT" "$BACKEND_PORT" "$BENCH_TMP/issuer3072-pub.pem" "$PROJECT_NUMBER"
+    log "$(haproxy -v | head -n 1)"
+    toks="$(session_tokens 1000)"
+    good="$(head -n 1 "$toks")"
+    nginx_up
+    write_enforce_config "$BENCH_TMP/gateway-haproxy-cycled.yaml"
+    gateway_up "$BENCH_TMP/gateway-haproxy-cycled.yaml"
+    verifier_sanity HAProxy "http://127.0.0.1:$HAPROXY_PORT/" "$good" "$ISSUER_DIR/key.pem"
+    verifier_sanity gateway "http://127.0.0.1:$GATEWAY_PORT/" "$good" "$ISSUER_DIR/key.pem"
+
+    reset_case_opts
+    CMP_HAPROXY_URL="http://127.0.0.1:$HAPROXY_PORT/"
+    compare_case "RSA-3072: 1,000 cycled session tokens, threads $CASE_THREADS" \
+        "http://127.0.0.1:$NGINX_PORT/" "http://127.0.0.1:$GATEWAY_PORT/" -s "$BENCH_DIR/tokens.lua" -- "$toks" cycle 1
+
+    [[ -n "$FRESH_TOKENS" ]] || probe_rate
+    REPLAY_NEED="$(tokens_needed "$DURATION")"; REPLAY_WARM_NEED="$(tokens_needed 1)"
+    REPLAY_STORE=memory
+    REPLAY_CONFIG="$BENCH_TMP/gateway-haproxy-fresh.yaml"
+    write_enforce_config "$REPLAY_CONFIG" memory
+    gateway_up "$REPLAY_CONFIG"
+    log "haproxy (fresh): waiting 11 s after the gateway's start before minting limited-use tokens"
+    sleep 11
+    replay_mint
+    reset_case_opts
+    CMP_HAPROXY_URL="http://127.0.0.1:$HAPROXY_PORT/"
+    CMP_NGINX_ARGS=(-s "$BENCH_DIR/tokens.lua" -- "$REPLAY_MAIN" cycle 1)
+    CMP_GATEWAY_ARGS=(-s "$BENCH_DIR/tokens.lua" -- "$REPLAY_MAIN" unique 1)
+    CMP_GATEWAY_PREP=replay_prep
+    compare_case "RSA-3072: fresh limited-use token per request (gateway consumes it; HAProxy cannot), threads $CASE_THREADS" \
+        "http://127.0.0.1:$NGINX_PORT/" "http://127.0.0.1:$GATEWAY_PORT/"
+    reset_case_opts
+    stop_pid "$HAPROXY_PID"; HAPROXY_PID=""
+    [[ -n "${GATEWAY_PID:-}" ]] && { stop_pid "$GATEWAY_PID"; GATEWAY_PID=""; }
+    ISSUER_DIR="$saved_dir"; ISSUER_BITS=2048; ISSUER_READY=""
 }
 
 # TLS: one self-signed RSA-2048 / SHA-256 certificate for 127.0.0.1 and localhost, shared by nginx and the
@@ -721,6 +814,7 @@ fi
 want_case enforce && case_enforce_cycled_tokens
 want_case fresh && case_fresh_token_per_request
 want_case replay && case_replay_stores
+want_case haproxy && case_haproxy_peer
 want_case h2 && case_h2load_tls
 want_case handshakes && case_tls_handshakes
 want_case rss && case_idle_rss
@@ -744,6 +838,15 @@ fi
     echo "| case | nginx req/s | nginx p50 | nginx p99 | gateway req/s | gateway p50 | gateway p99 | throughput ratio | p99 ratio | errors nginx / gateway |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${ROWS[@]}"
+    if ((${#HAPROXY_ROWS[@]})); then
+        echo
+        echo "Verifying peer: $(haproxy -v 2>/dev/null | head -n 1 | cut -d' ' -f1-3), nbthread 1, jwt_verify RS256 with one RSA-3072 key (Benchmarks/lib.sh start_haproxy);"
+        echo "the same requests, alternated nginx / HAProxy / gateway per round; median req/s; ratios gateway / HAProxy and gateway / nginx."
+        echo
+        echo "| case | nginx req/s | HAProxy req/s | gateway req/s | gateway / HAProxy | gateway / nginx | HAProxy p99 | gateway p99 | HAProxy rounds | gateway rounds | errors n / h / g |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"
+        printf '%s\n' "${HAPROXY_ROWS[@]}"
+    fi
     if [[ -n "$RSS_SUMMARY" ]]; then
         echo
         echo "| idle memory (gateway, threads 1, idle_timeout 120s) | |"

@@ -19,21 +19,61 @@ package struct DashboardTally: Sendable {
 
     package init() {}
 
-    /// By route name.
-    var routes: [String: Route] = [:]
+    /// By route name (the run being counted included).
+    var routes: [String: Route] {
+        guard let run else { return counted }
+        var all = counted
+        Self.count(&all[run.route, default: Route(mode: run.mode)], mode: run.mode, category: run.category, reason: nil,
+                   appId: run.appId, times: run.times)
+        return all
+    }
 
-    package var isEmpty: Bool { routes.isEmpty }
+    private var counted: [String: Route] = [:]
+
+    /// Requests alike in everything counted (route, mode, category, App ID; no reason counted), in a row, not yet added
+    /// to `counted`: a client's keep-alive traffic is such a run, and counting it costs a comparison per request instead
+    /// of hashing the route name and the App ID. Adding `times` at once gives what adding them one by one would (the
+    /// App ID's entry, or `other` when the route is full, is the same for each).
+    private struct Run {
+        var route: String
+        var mode: String
+        var category: Int
+        var appId: String?
+        var times: Int
+    }
+    private var run: Run?
+
+    package var isEmpty: Bool { counted.isEmpty && run == nil }
 
     /// Counts one request whose App Check step ran. `outcome` is the Firebase category (`skipped` and unknown
     /// names are ignored); `reason` counts only for non-verified outcomes; `appId` is the verified `sub`, if any.
     package mutating func record(route: String, mode: String, category: DashboardCategory, reason: String?, appId: String?) {
         let i = category.rawValue
-        Self.count(&routes[route, default: Route(mode: mode)], mode: mode, category: i, reason: reason, appId: appId)
+        if i == 0 || reason == nil {
+            if let r = run, r.category == i, r.route == route, r.mode == mode, r.appId == appId {
+                run!.times += 1
+                return
+            }
+            endRun()
+            run = Run(route: route, mode: mode, category: i, appId: appId, times: 1)
+            return
+        }
+        endRun()
+        Self.count(&counted[route, default: Route(mode: mode)], mode: mode, category: i, reason: reason, appId: appId)
     }
 
-    private static func count(_ r: inout Route, mode: String, category i: Int, reason: String?, appId: String?) {
+    /// Adds the run being counted to `counted`.
+    private mutating func endRun() {
+        guard let r = run else { return }
+        run = nil
+        Self.count(&counted[r.route, default: Route(mode: r.mode)], mode: r.mode, category: r.category, reason: nil,
+                   appId: r.appId, times: r.times)
+    }
+
+    private static func count(_ r: inout Route, mode: String, category i: Int, reason: String?, appId: String?,
+                              times: Int = 1) {
         r.mode = mode
-        r.categories[i] += 1
+        r.categories[i] += times
         if i != 0, let reason {
             let key = r.reasons[reason] != nil || r.reasons.count < maxReasonsPerRoute ? reason : DashboardHistory.other
             r.reasons[key, default: 0] += 1
@@ -41,14 +81,15 @@ package struct DashboardTally: Sendable {
         if let appId {
             // One hash of the App ID while the route has room (the usual case), in place through `default:`.
             let key = r.apps.count < maxAppsPerRoute || r.apps[appId] != nil ? appId : DashboardHistory.other
-            r.apps[key, default: [Int](repeating: 0, count: DashboardHistory.categories.count)][i] += 1
+            r.apps[key, default: [Int](repeating: 0, count: DashboardHistory.categories.count)][i] += times
         }
     }
 
     /// Adds another loop's tally.
     package mutating func add(_ other: DashboardTally) {
+        endRun()
         for (name, o) in other.routes {
-            var r = routes[name] ?? Route(mode: o.mode)
+            var r = counted[name] ?? Route(mode: o.mode)
             r.mode = o.mode
             for i in 0..<r.categories.count { r.categories[i] += o.categories[i] }
             for (k, v) in o.reasons { r.reasons[k, default: 0] += v }
@@ -57,7 +98,7 @@ package struct DashboardTally: Sendable {
                 for i in 0..<mine.count { mine[i] += v[i] }
                 r.apps[k] = mine
             }
-            routes[name] = r
+            counted[name] = r
         }
     }
 }

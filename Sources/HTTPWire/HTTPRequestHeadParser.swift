@@ -49,12 +49,13 @@ public struct HTTPRequestHeadParser: Sendable {
         method = ""
         target = ""
         versionMinor = 1
-        failed = nil
+        // Only when set: assigning nil over nil still destroyed the old optional through value witnesses.
+        if failed != nil { failed = nil }
     }
 
     /// Continues parsing the head at the start of `buffer` (see the type's documentation for the contract).
     public mutating func parse(_ buffer: UnsafeRawBufferPointer) -> HeadParseResult<HTTPRequestHead> {
-        if let failed { return .failure(failed) }
+        if failed != nil { return .failure(failed!) }
         while true {
             switch scanner.scan(buffer) {
             case .needMore:
@@ -105,11 +106,8 @@ public struct HTTPRequestHeadParser: Sendable {
 
     /// Applies the framing and connection rules to the complete field section (RFC 9112 §3.2, §6, §9.3).
     private func finish(_ headers: HTTPHeaders) -> Result<HTTPRequestHead, HTTPParseError> {
-        let fields: HeadFields
-        switch HeadFields.extract(from: headers) {
-        case .failure(let error): return .failure(error)
-        case .success(let extracted): fields = extracted
-        }
+        var fields = HeadFields()
+        if let error = HeadFields.extract(from: headers, into: &fields) { return .failure(error) }
         if fields.hostCount > 1 { return .failure(.badRequest("multiple_host")) }
         if versionMinor == 1 && fields.hostCount == 0 { return .failure(.badRequest("missing_host")) }
 

@@ -36,12 +36,13 @@ public struct HTTPResponseHeadParser: Sendable {
         status = 0
         reasonRange = 0..<0
         versionMinor = 1
-        failed = nil
+        // Only when set: assigning nil over nil still destroyed the old optional through value witnesses.
+        if failed != nil { failed = nil }
     }
 
     /// Continues parsing the head at the start of `buffer` (see `HTTPRequestHeadParser` for the contract).
     public mutating func parse(_ buffer: UnsafeRawBufferPointer) -> HeadParseResult<HTTPResponseHead> {
-        if let failed { return .failure(failed) }
+        if failed != nil { return .failure(failed!) }
         while true {
             switch scanner.scan(buffer) {
             case .needMore:
@@ -97,11 +98,8 @@ public struct HTTPResponseHeadParser: Sendable {
     }
 
     private func finish(_ headers: HTTPHeaders) -> Result<HTTPResponseHead, HTTPParseError> {
-        let fields: HeadFields
-        switch HeadFields.extract(from: headers) {
-        case .failure(let error): return .failure(error)
-        case .success(let extracted): fields = extracted
-        }
+        var fields = HeadFields()
+        if let error = HeadFields.extract(from: headers, into: &fields) { return .failure(error) }
         var chunked = false
         if fields.hasTransferEncoding {
             if versionMinor == 0 { return .failure(.badRequest("transfer_encoding_http10")) }

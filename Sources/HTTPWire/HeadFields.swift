@@ -25,8 +25,9 @@ struct HeadFields: Sendable {
     /// values allowed, RFC 9110 §8.6), overflowing `Int64`, or differing values; a `Connection` element that
     /// is not a token (RFC 9110 §7.6.1); a `Host` value with characters outside RFC 3986 §3.2.2 host/port;
     /// a `Transfer-Encoding` element that is not a transfer-coding (RFC 9112 §7).
-    static func extract(from headers: HTTPHeaders) -> Result<HeadFields, HTTPParseError> {
-        var result = HeadFields()
+    /// Fills `result` (a fresh `HeadFields()`) in place and returns the failure, if any: no `Result` and no copy of the
+    /// struct per head (it holds a string and an array, so each copy and destroy went through value witnesses).
+    static func extract(from headers: HTTPHeaders, into result: inout HeadFields) -> HTTPParseError? {
         var failure: HTTPParseError?
         // A plain loop over the ranges (no closure per field): this runs for every request and response head.
         headers.bytes.withUnsafeBytes { raw in
@@ -71,8 +72,7 @@ struct HeadFields: Sendable {
                 if failure != nil { return }
             }
         }
-        if let failure { return .failure(failure) }
-        return .success(result)
+        return failure
     }
 
     private mutating func addContentLength(_ value: UnsafeRawBufferPointer) -> HTTPParseError? {

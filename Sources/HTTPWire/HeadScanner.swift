@@ -50,7 +50,8 @@ struct HeadScanner: Sendable {
         sawStartLine = false
         lineClean = true
         fields.removeAll(keepingCapacity: true)
-        failed = nil
+        // Only when set: assigning nil over nil still destroyed the old optional through value witnesses.
+        if failed != nil { failed = nil }
     }
 
     private mutating func fail(_ error: HTTPParseError) -> Step {
@@ -59,7 +60,7 @@ struct HeadScanner: Sendable {
     }
 
     mutating func scan(_ buffer: UnsafeRawBufferPointer) -> Step {
-        if let failed { return .failure(failed) }
+        if failed != nil { return .failure(failed!) }
         // Contract: the caller passes the same bytes again, possibly grown. A shorter buffer means it did
         // not; start over rather than read out of range.
         if buffer.count < position { reset() }

@@ -58,6 +58,52 @@ import Testing
         #expect(t.routes["r"]?.apps[DashboardHistory.other]?[0] == 10)
     }
 
+    /// Requests alike in a row are counted as one run (a comparison per request, no hashing): whatever the order,
+    /// interleaving and cap, the counts read at any moment are those of counting each request on its own.
+    @Test func runsOfLikeRequestsCountAsEachOnItsOwn() {
+        var t = DashboardTally()
+        for _ in 0..<3 { t.record(route: "r", mode: "monitor", category: .verified, reason: nil, appId: "app1") }
+        #expect(t.routes["r"]?.categories == [3, 0, 0, 0, 0])  // read while the run is open
+        #expect(!t.isEmpty)
+        t.record(route: "r", mode: "enforce", category: .verified, reason: nil, appId: "app1")
+        t.record(route: "r", mode: "enforce", category: .invalid, reason: "expired", appId: nil)
+        t.record(route: "r", mode: "enforce", category: .invalid, reason: "expired", appId: nil)
+        t.record(route: "s", mode: "enforce", category: .verified, reason: nil, appId: "app1")
+        t.record(route: "r", mode: "enforce", category: .unknownOrigin, reason: nil, appId: nil)
+        t.record(route: "r", mode: "enforce", category: .unknownOrigin, reason: nil, appId: nil)
+        #expect(t.routes["r"]?.mode == "enforce")
+        #expect(t.routes["r"]?.categories == [4, 0, 2, 2, 0])
+        #expect(t.routes["r"]?.reasons == ["expired": 2])
+        #expect(t.routes["r"]?.apps == ["app1": [4, 0, 0, 0, 0]])
+        #expect(t.routes["s"]?.apps == ["app1": [1, 0, 0, 0, 0]])
+        var other = DashboardTally()
+        other.record(route: "r", mode: "enforce", category: .verified, reason: nil, appId: "app2")
+        t.add(other)
+        t.record(route: "r", mode: "enforce", category: .verified, reason: nil, appId: "app2")
+        #expect(t.routes["r"]?.apps == ["app1": [4, 0, 0, 0, 0], "app2": [2, 0, 0, 0, 0]])
+        // Against counting one by one (the rule `record` follows, written out here): a long mixed sequence that
+        // fills the route's App IDs past the cap, compared after every request.
+        var runs = DashboardTally()
+        var categories = [Int](repeating: 0, count: DashboardHistory.categories.count)
+        var byApp: [String: [Int]] = [:]
+        let tail: [String?] = ["a", "a", "b", "a", nil, "c", "c", "c"]
+        for i in 0..<(3 * DashboardTally.maxAppsPerRoute) {
+            let appId = i < 2 * DashboardTally.maxAppsPerRoute ? "app-\(i / 3)" : tail[i % tail.count]
+            let outcome = i % 7 == 0 ? "invalid" : "verified"
+            runs.record(route: "r", mode: "enforce", category: outcome == "invalid" ? .invalid : .verified,
+                        reason: outcome == "invalid" ? "bad_signature" : nil,
+                        appId: appId)
+            let c = DashboardHistory.categoryIndex(outcome)!
+            categories[c] += 1
+            if let appId {
+                let key = byApp.count < DashboardTally.maxAppsPerRoute || byApp[appId] != nil ? appId : DashboardHistory.other
+                byApp[key, default: [Int](repeating: 0, count: categories.count)][c] += 1
+            }
+            #expect(runs.routes["r"]?.categories == categories, "request \(i)")
+            #expect(runs.routes["r"]?.apps == byApp, "request \(i)")
+        }
+    }
+
     @Test func minuteBucketsAndWindows() throws {
         var clock = ManualClock()
         var h = DashboardHistory()

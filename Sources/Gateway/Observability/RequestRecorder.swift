@@ -76,7 +76,10 @@ final class RequestRecorder {
     // MARK: request ids
 
     /// The client's `X-Request-Id` when it is valid (1–128 of `A–Z a–z 0–9 - _ . :`), else a new one.
-    func requestId(from headers: HTTPHeaders) -> String {
+    func requestId(from headers: HTTPHeaders) -> String { requestID(from: headers).string }
+
+    /// The client's valid `X-Request-Id`, or new random bits (their text is made only when something reads it).
+    func requestID(from headers: HTTPHeaders) -> RequestID {
         if let i = headers.firstIndex(ofLiteral: "x-request-id") {
             let ok = headers.withValueBytes(at: i) { v -> Bool in
                 guard v.count >= 1 && v.count <= 128 else { return false }
@@ -92,12 +95,15 @@ final class RequestRecorder {
                 }
                 return true
             }
-            if ok { return headers.value(at: i) }
+            if ok { return RequestID(client: headers.value(at: i)) }
         }
-        return newRequestId()
+        return RequestID(bits: random.nextBits())
     }
 
     func newRequestId() -> String { random.next() }
+
+    /// A new random id whose text is made only when read.
+    func newRequestID() -> RequestID { RequestID(bits: random.nextBits()) }
 
     // MARK: logs and counters
 

@@ -95,8 +95,7 @@ final class AppCheckStep {
             let found = head.headers.withValueBytes(at: tokenIndex) { TokenCache.Key(token: $0) }
             key = found
             let now = context.wallClock
-            if let hit = cache.get(found, now: now), let keys = keySet(for: hit.kid, now: now),
-               keys.set.key(for: hit.kid) != nil {
+            if let hit = cache.get(found, now: now), let policy = hitPolicy(hit, now: now) {
                 context.recorder.metrics.tokenCacheHits += 1
                 var fingerprint = hit.fingerprint
                 if fingerprint == nil && context.logSink.enabled(.info) {
@@ -105,12 +104,24 @@ final class AppCheckStep {
                     cache.setFingerprint(found, computed)
                     fingerprint = computed
                 }
-                return conclude(hit.claims, policy: keys.policy ?? context.runtime.policy, now: now,
-                                fingerprint: fingerprint, route: route, completion: completion)
+                return conclude(hit.claims, policy: policy, now: now, fingerprint: fingerprint, route: route,
+                                completion: completion)
             }
         }
         let token = head.headers.withValueBytes(at: tokenIndex) { Array($0) }
         verify(token: token, key: key, route: route, mayWait: true, completion: completion)
+    }
+
+    /// The policy a cached token follows, when the key set that holds its `kid` is still usable; nil when none is (the
+    /// token then goes the uncached way). An entry verified by the loop's current Firebase set, while no other set
+    /// is in use, needs no `kid` look-up: that immutable set holds the `kid` (`TokenCache.Entry.verifiedBy`).
+    @inline(__always)
+    private func hitPolicy(_ hit: TokenCache.Entry, now: Double) -> AppCheckPolicy? {
+        if let via = hit.verifiedBy, via === context.keys, context.ownKeys == nil, context.trustedKeys.isEmpty {
+            return via.usable(at: now) ? context.runtime.policy : nil
+        }
+        guard let keys = keySet(for: hit.kid, now: now), keys.set.key(for: hit.kid) != nil else { return nil }
+        return keys.policy ?? context.runtime.policy
     }
 
     /// Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
@@ -183,8 +194,11 @@ final class AppCheckStep {
         }
         let claims = parsed.claims
         if let key, let exp = claims.expiresAt {
+            // Only Firebase's set in use: `keySet` found the kid in `context.keys`, whose set this is.
+            let onlyFirebase = found.policy == nil && context.ownKeys == nil && context.trustedKeys.isEmpty
             cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
-                                            until: exp + runtime.policy.clockSkew), now: now)
+                                            until: exp + runtime.policy.clockSkew,
+                                            verifiedBy: onlyFirebase ? context.keys : nil), now: now)
         }
         conclude(claims, policy: found.policy ?? runtime.policy, now: now, fingerprint: fingerprint, route: route,
                  completion: completion)

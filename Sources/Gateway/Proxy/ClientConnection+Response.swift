@@ -8,7 +8,7 @@ extension ClientConnection {
     /// always start.
     func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         if !ex.bodyEnded || context.draining { closeAfterResponse = true }
-        ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.requestId,
+        ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.id,
                                  responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
                                  closeAfterResponse: &closeAfterResponse)
         return true

@@ -18,7 +18,10 @@ final class Exchange: UpstreamOwner {
     let method: String
     /// The normalised path (never the query: it may hold secrets and is not logged); `-` before it is known.
     private(set) var path = "-"
-    let requestId: String
+    /// The request id, written into heads in place (`RequestID`).
+    let id: RequestID
+    /// Its text, made once on first read (logs, error bodies, HTTP/2 headers).
+    private(set) lazy var requestId: String = id.string
     let start: UInt64
     let isHead: Bool
     /// The route's index in the runtime's table; -1 when none matched (also for built-in handlers).
@@ -114,7 +117,7 @@ final class Exchange: UpstreamOwner {
         responderStorage = responder
         method = head.method
         isHead = head.method == "HEAD"
-        requestId = context.recorder.requestId(from: head.headers)
+        id = context.recorder.requestID(from: head.headers)
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
                                        retryableMethod: head.method != "POST" && head.method != "PATCH")
@@ -130,7 +133,7 @@ final class Exchange: UpstreamOwner {
         responderStorage = responder
         method = "-"
         isHead = false
-        self.requestId = requestId ?? context.recorder.newRequestId()
+        id = requestId.map { RequestID(client: $0) } ?? context.recorder.newRequestID()
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
         #if DEBUG
@@ -240,7 +243,7 @@ final class Exchange: UpstreamOwner {
         out.clear()
         return RequestHeadWriter.write(
             head: head, target: target, forwardToken: routes.routes[routeIndex].forwardToken,
-            enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: requestId,
+            enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: id,
             appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
             into: out)
     }

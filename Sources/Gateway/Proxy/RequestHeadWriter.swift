@@ -17,8 +17,8 @@ enum RequestHeadWriter {
                       scheme: String) -> [UInt8]? {
         let out = IOBuffer(capacity: 0)
         guard write(head: head, target: target, forwardToken: route.forwardToken, enforcement: route.enforcement,
-                    upstream: upstream, requestId: requestId, appCheck: appCheck, peerIP: peerIP, trusted: trusted,
-                    scheme: scheme, into: out) else { return nil }
+                    upstream: upstream, requestId: RequestID(client: requestId), appCheck: appCheck, peerIP: peerIP,
+                    trusted: trusted, scheme: scheme, into: out) else { return nil }
         return out.readableBytes()
     }
 
@@ -28,7 +28,7 @@ enum RequestHeadWriter {
     /// Of the route, only `forward_token` and the enforcement are needed (passed alone: a copy of `RouteSettings`
     /// would retain each of its fields).
     static func write(head: HTTPRequestHead, target: RequestTarget, forwardToken: Bool, enforcement: Enforcement,
-                      upstream: UpstreamSettings, requestId: String, appCheck: AppCheckOutcome, peerIP: String,
+                      upstream: UpstreamSettings, requestId: RequestID, appCheck: AppCheckOutcome, peerIP: String,
                       trusted: Bool, scheme: String, into out: IOBuffer) -> Bool {
         precondition(out.readerIndex == 0, "RequestHeadWriter: the output buffer must start empty")
         out.reserve(head.headers.bytes.count + 512)
@@ -131,7 +131,7 @@ enum RequestHeadWriter {
         }
         out.append(static: "\r\nX-Request-Id: ")
         mark = out.writerIndex
-        out.append(requestId)
+        requestId.append(to: out)
         checkValue()
         out.append(static: "\r\nX-AppCheck-Status: ")
         mark = out.writerIndex
@@ -189,7 +189,7 @@ enum RequestHeadWriter {
 /// our `X-Request-Id`, and framing fitting the client (chunked for HTTP/1.1 when the length is unknown;
 /// for HTTP/1.0, a close-delimited body).
 enum ResponseHeadWriter {
-    static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: String,
+    static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: RequestID,
                       responseFraming: inout ClientResponseFraming, clientVersionMinor: Int, closeAfterResponse: inout Bool) {
         writeStatusLine(head.status, into: out)
         head.withReasonBytes { out.append($0) }
@@ -199,7 +199,7 @@ enum ResponseHeadWriter {
             out.append(static: "\r\n")
         }
         out.append(static: "X-Request-Id: ")
-        out.append(requestId)
+        requestId.append(to: out)
         out.append(static: "\r\n")
         switch framing {
         case .none:

@@ -273,14 +273,30 @@ struct RequestIdGenerator {
         return result
     }
 
-    mutating func next() -> String {
-        var a = next64(), b = next64()
+    /// The 128 random bits of a new id (written as 32 hex digits by `RequestID`).
+    mutating func nextBits() -> (UInt64, UInt64) { (next64(), next64()) }
+
+    mutating func next() -> String { Self.string(nextBits()) }
+
+    /// The 32 lower-case hex digits of `bits`, high nibble first.
+    static func string(_ bits: (UInt64, UInt64)) -> String {
+        var (a, b) = bits
         // Written straight into the string's storage: no table or scratch array per request.
         return String(unsafeUninitializedCapacity: 32) { out in
             for i in 0..<16 { out[15 - i] = Self.hexDigit(a & 0xF); a >>= 4 }
             for i in 0..<16 { out[31 - i] = Self.hexDigit(b & 0xF); b >>= 4 }
             return 32
         }
+    }
+
+    /// The same 32 digits appended to `out` in place: no string per request.
+    static func append(_ bits: (UInt64, UInt64), to out: IOBuffer) {
+        out.reserve(32)
+        let p = out.writable.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        var (a, b) = bits
+        for i in 0..<16 { p[15 - i] = hexDigit(a & 0xF); a >>= 4 }
+        for i in 0..<16 { p[31 - i] = hexDigit(b & 0xF); b >>= 4 }
+        out.didWrite(32)
     }
 
     @inline(__always)

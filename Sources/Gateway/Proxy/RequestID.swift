@@ -1,0 +1,28 @@
+import EventLoop
+
+/// A request's id (`X-Request-Id`, docs/behaviour.md): the client's valid one, or 128 random bits. The bits' 32 hex
+/// digits are written straight into the upstream request head and the response head (`append(to:)`); their text is
+/// made only when something reads `string` (an access-log line, an error body, an HTTP/2 header), so a proxied
+/// HTTP/1.1 request with access logs off makes no string for it.
+struct RequestID {
+    private let client: String?
+    private let bits: (UInt64, UInt64)
+
+    init(client: String) {
+        self.client = client
+        bits = (0, 0)
+    }
+
+    init(bits: (UInt64, UInt64)) {
+        client = nil
+        self.bits = bits
+    }
+
+    /// The id as text: the client's, or the bits' 32 lower-case hex digits.
+    var string: String { client ?? RequestIdGenerator.string(bits) }
+
+    /// Appends the id's bytes to `out` (the same bytes as `string`).
+    func append(to out: IOBuffer) {
+        if let client { out.append(client) } else { RequestIdGenerator.append(bits, to: out) }
+    }
+}
