@@ -6,8 +6,8 @@ import HTTPWire
 /// did not read (a refused upload, a 401 before the body) must not close with bytes still on their way, or the
 /// kernel answers them with a reset that can reach the client before it has read the answer, which it then never
 /// sees. So the connection shuts its sending side (after TLS `close_notify`), reads and drops what the client still
-/// sends — the rest of a declared `Content-Length` exactly, else up to the client's close — and closes then, after
-/// `idle` without a byte, or after `total` at most (docs/behaviour.md).
+/// sends — the rest of a declared `Content-Length` exactly (over TLS, up to the client's close), else up to the
+/// client's close — and closes then, after `idle` without a byte, or after `total` at most (docs/behaviour.md).
 enum Linger: Equatable {
     /// The rest of a declared body: closes once this many more bytes were dropped.
     case bytes(Int64)
@@ -69,8 +69,13 @@ extension ClientConnection {
     /// The last response is written and the connection is to close: lingers when the client is still sending
     /// (`linger`), closes otherwise.
     func closeOrLinger() {
-        guard let plan = linger, !peerHungUp, phase.isServing else { close(); return }
-        if case .tls(let stream) = transport { stream.shutdown() }
+        guard var plan = linger, !peerHungUp, phase.isServing else { close(); return }
+        if case .tls(let stream) = transport {
+            stream.shutdown()
+            // The rest of a declared body arrives in TLS records, longer than the bytes they carry: wait for the
+            // client's close rather than count.
+            plan = .untilClientCloses
+        }
         guard Glibc.shutdown(fd, Int32(SHUT_WR)) == 0 else { close(); return }
         linger = plan
         phase = .lingering
