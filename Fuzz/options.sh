@@ -1,8 +1,10 @@
 # Shared by Fuzz/run.sh and Fuzz/smoke.sh (sourced).
 # The Swift runtime's backtracer would spend minutes symbolicating a crash before libFuzzer can save the input.
 export SWIFT_BACKTRACE=enable=no
-# Leaks are findings; a crash report is symbolized (llvm-symbolizer ships with Swift).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+# Leaks are findings; a crash report is symbolized (llvm-symbolizer ships with Swift). Allocation stacks are not
+# recorded (malloc_context_size=0: the config target runs 8% faster): replay a finding with `Fuzz/out/TARGET FILE`,
+# without these options, for a report that says where the memory was allocated and freed.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:malloc_context_size=0}
 # One input taking over 10 s is a finding (a hang); 2 GiB of memory is one too.
 FUZZ_FLAGS=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -reload=0)
 

@@ -260,16 +260,25 @@ final class ConfigDecoder {
     /// per three characters of the known name (at least one, at most three), where swapping two neighbouring
     /// characters is one edit (`ulr` → `url`, `enforcment` → `enforcement`). Ties go to the earlier known name.
     static func closest(to name: String, among known: [String]) -> String? {
-        let scored = known.map { ($0, editDistance(name.lowercased(), $0.lowercased())) }
-        guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
-        let limit = max(1, min(3, best.0.count / 3))
-        return best.1 <= limit ? best.0 : nil
+        // At most 3 edits are suggested, and an edit distance is at least the difference in length: longer or
+        // shorter names are skipped without computing it (an unknown key can be kilobytes long).
+        let name = Array(name.lowercased())
+        var best: (key: String, distance: Int)?
+        for candidate in known {
+            let other = Array(candidate.lowercased())
+            let limit = max(1, min(3, other.count / 3))
+            guard abs(other.count - name.count) <= limit else { continue }
+            let distance = editDistance(name, other)
+            if distance <= limit, distance < best?.distance ?? Int.max { best = (candidate, distance) }
+        }
+        return best?.key
     }
 
     /// Edit distance with adjacent transpositions (optimal string alignment): insertions, deletions,
     /// substitutions and swaps of two neighbouring characters each cost one.
-    static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
+    static func editDistance(_ a: String, _ b: String) -> Int { editDistance(Array(a), Array(b)) }
+
+    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
         var beforePrevious = [Int](repeating: 0, count: b.count + 1)

@@ -103,7 +103,10 @@ public enum ConfigLoader {
         var renamed: [String: String] = [:]  // stand-in → original key
         for attempt in 0...maxDuplicateRecoveries {
             do {
-                guard let root = try Yams.compose(yaml: text) else {
+                // Tags are not resolved: the decoder reads every scalar as text, so `1` and `"1"` are the same key
+                // (under Yams' default resolver they differed, and one silently replaced the other), and no regular
+                // expression runs per scalar. UTF-8 is named so Yams does not consult the environment each time.
+                guard let root = try Yams.compose(yaml: text, .basic, .default, .utf8) else {
                     decoder.error(.start, "the configuration is empty; app_check and routes are required")
                     return nil
                 }
@@ -134,20 +137,34 @@ public enum ConfigLoader {
     /// number of Unicode scalars. Nil when the text there is not the key verbatim (escapes, multi-line keys).
     private static func rename(key: String, at position: ConfigPosition, in text: String,
                                prefix: Unicode.Scalar) -> (String, String)? {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { Array(String($0).unicodeScalars) }
-        let lineIndex = position.line - 1
-        var column = position.column - 1
         let keyScalars = Array(key.unicodeScalars)
-        guard !keyScalars.isEmpty, lines.indices.contains(lineIndex), column < lines[lineIndex].count else { return nil }
-        if lines[lineIndex][column] == "\"" || lines[lineIndex][column] == "'" { column += 1 }
-        guard column + keyScalars.count <= lines[lineIndex].count,
-              Array(lines[lineIndex][column..<column + keyScalars.count]) == keyScalars else { return nil }
+        guard !keyScalars.isEmpty, !keyScalars.contains("\n"), position.line >= 1, position.column >= 1 else { return nil }
+        // Only the line that holds the key is walked scalar by scalar (columns count scalars); the rest is copied.
+        let scalars = text.unicodeScalars
+        var index = scalars.startIndex
+        for _ in 1..<position.line {
+            guard let newline = scalars[index...].firstIndex(of: "\n") else { return nil }
+            index = scalars.index(after: newline)
+        }
+        for _ in 1..<position.column {
+            guard index < scalars.endIndex, scalars[index] != "\n" else { return nil }
+            scalars.formIndex(after: &index)
+        }
+        guard index < scalars.endIndex, scalars[index] != "\n" else { return nil }
+        if scalars[index] == "\"" || scalars[index] == "'" { scalars.formIndex(after: &index) }
+        var end = index
+        for expected in keyScalars {
+            guard end < scalars.endIndex, scalars[end] == expected else { return nil }
+            scalars.formIndex(after: &end)
+        }
         var standIn = String.UnicodeScalarView()
         standIn.append(prefix)
         for _ in 1..<keyScalars.count { standIn.append(Unicode.Scalar(placeholderBase)!) }
-        lines[lineIndex].replaceSubrange(column..<column + keyScalars.count, with: standIn)
-        let newText = lines.map { String(String.UnicodeScalarView($0)) }.joined(separator: "\n")
-        return (newText, String(standIn))
+        var newText = String.UnicodeScalarView()
+        newText.append(contentsOf: scalars[..<index])
+        newText.append(contentsOf: standIn)
+        newText.append(contentsOf: scalars[end...])
+        return (String(newText), String(standIn))
     }
 
     /// Reports each stand-in key as a duplicate of the key it replaced and removes it from its mapping.

@@ -15,6 +15,10 @@ extension ConfigErrorTable {
         // A first occurrence spelled with an escape cannot be renamed in place to recover: the load stops there, and
         // the error is at the first occurrence (the mark Yams gives), not the later one.
         bad("server:\n  \"thr\\x65ads\": 1\n  threads: 2\n" + tail, 2, 3, "duplicate key 'threads'"),
+        // `1` and "1" are the same name to the decoder (tags are not resolved): a duplicate, not two upstreams of
+        // which one would silently replace the other.
+        bad(appCheckYAML + "upstreams:\n  1:\n    url: http://127.0.0.1:1\n  \"1\":\n    url: http://127.0.0.1:2\n" + routesYAML,
+            6, 3, "duplicate key '1' (first at 4:3)", errors: 2),
         bad("server:\n  threads: a: b\n" + tail, 2, 13, "YAML syntax error: mapping values are not allowed in this context"),
         bad("routes:\n  - name: a\n  name: b\n", 3, 3,
             "YAML syntax error: did not find expected '-' indicator (while parsing a block collection at 2:3)"),
