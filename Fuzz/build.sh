@@ -18,9 +18,9 @@ mkdir -p "$OUT"
   || { tail -30 "$OUT/build.log"; echo "Fuzz/build.sh: swift build failed" >&2; exit 1; }
 BIN=$("$SWIFT" build -c release --build-path "$BP" --show-bin-path)
 
-# The objects of the library modules built here (not tests, executables or plugin tools), and the module maps
-# of C modules (system libraries, C targets) so the Swift modules that import them load.
-objects=()
+# The objects of the library modules built here (not tests, executables or plugin tools), by module, and the
+# module maps of C modules (system libraries, C targets) so the Swift modules that import them load.
+declare -A module_objects=()
 for dir in "$BIN"/*.build; do
   case $dir in *-tool.build|*Tests.build|*/TestSupport.build) continue ;; esac
   mapfile -t o < <(find "$dir" -name '*.o' | sort)
@@ -38,8 +38,12 @@ for dir in "$BIN"/*.build; do
   [ ${#o[@]} -gt 0 ] || continue
   # An executable's main would clash with libFuzzer's.
   nm --defined-only "${o[@]}" 2>/dev/null | grep -qE ' T (main|_main)$' && continue
-  objects+=("${o[@]}")
+  module_objects[$module]="${o[*]}"
 done
+# What each target links: the modules it imports and their dependencies (Fuzz/modules.py), so that libFuzzer's
+# coverage map holds only code the target can reach.
+"$SWIFT" package describe --type json >"$BP/describe.json" 2>/dev/null \
+  || { echo "Fuzz/build.sh: swift package describe failed" >&2; exit 1; }
 flags=(-I "$BIN/Modules")
 while IFS= read -r m; do
   grep -q -- '-Swift.h' "$m" || flags+=(-Xcc "-fmodule-map-file=$m")
@@ -53,6 +57,11 @@ targets=("$@")
 for t in "${targets[@]}"; do
   src=Fuzz/Targets/$t.swift
   [ -f "$src" ] || { echo "Fuzz/build.sh: no target $t (Fuzz/Targets/$t.swift)" >&2; exit 1; }
+  objects=()
+  for module in $(python3 Fuzz/modules.py "$src" <"$BP/describe.json"); do
+    [ -n "${module_objects[$module]:-}" ] && objects+=(${module_objects[$module]})
+  done
+  [ ${#objects[@]} -gt 0 ] || { echo "Fuzz/build.sh: $t imports no module built here" >&2; exit 1; }
   # Relink only when the target source or any library object is newer than the binary.
   if [ -x "$OUT/$t" ] && [ -z "$(find "$src" "${objects[@]}" -newer "$OUT/$t" -print -quit)" ]; then continue; fi
   "$SWIFTC" -sanitize=fuzzer,address -O -parse-as-library -module-name "fuzz_${t//-/_}" "$src" "${flags[@]}" \
