@@ -4,7 +4,7 @@
 #   Fuzz/campaign.sh                        every target to 10 million executions
 #   RUNS=2000000 Fuzz/campaign.sh token json
 #   NO_BUILD=1 Fuzz/campaign.sh config      use the binaries in Fuzz/out as they are (no rebuild)
-# Prints one line per target as it ends and writes the table to Fuzz/out/campaign.md:
+# Prints one line per target as it ends and writes the table to Fuzz/out/campaign-DATE.md (CAMPAIGN_TABLE overrides):
 # target | executions | seconds | executions/s | edges covered | corpus inputs.
 # Every run's whole libFuzzer log stays in Fuzz/out/campaign-logs/TARGET.log.
 set -uo pipefail
@@ -15,7 +15,7 @@ targets=("$@")
 [ -n "${NO_BUILD:-}" ] || Fuzz/build.sh "${targets[@]}" >/dev/null || { echo "campaign: FAIL: build" >&2; exit 1; }
 source Fuzz/options.sh
 mkdir -p Fuzz/out/campaign-logs
-table=Fuzz/out/campaign.md
+table=${CAMPAIGN_TABLE:-Fuzz/out/campaign-$(date -u +%Y%m%d-%H%M%S)-$$.md}
 {
   echo "Campaign of $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $RUNS executions per target"
   echo
