@@ -55,7 +55,7 @@ public final class H2ServerSession {
     public weak var delegate: H2SessionDelegate?
 
     var session: OpaquePointer?
-    var streams: [Int32: H2Stream] = [:]
+    var streams = StreamTable<H2Stream>()
     var controlFrames: H2TokenBucket
     var glitches: H2TokenBucket
     var drained: [Int32] = []

@@ -235,6 +235,33 @@ struct H2SessionTests {
         #expect(client.goAway == nil)
     }
 
+    /// `onHeader` does not scan values itself: it relies on nghttp2 refusing every byte outside field-value (RFC 9110
+    /// §5.5) before the callback. Every such byte, sent raw (no client library in between), resets its stream and
+    /// never becomes a head; obs-text and HTAB inside a value pass.
+    @Test(arguments: Array(0...255))
+    func everyControlByteInAValueResetsTheStream(byte: Int) {
+        let b = UInt8(byte)
+        let recorder = H2Recorder()
+        let server = H2ServerSession(delegate: recorder)
+        let value: [UInt8] = [UInt8(ascii: "a"), b, UInt8(ascii: "a")]
+        var input = RawFrame.clientStart
+        input += RawFrame.make(RawFrame.headers, flags: RawFrame.endHeaders | RawFrame.endStream, stream: 1,
+                               RawFrame.getBlock + [0x00, 5] + Array("x-val".utf8) + [UInt8(value.count)] + value)
+        #expect(input.withUnsafeBytes { server.receive($0) } == .ok)
+        let rst = RawFrame.parse(drain(server)).first { $0.type == RawFrame.rstStream }
+        if HTTPSyntax.isFieldValueByte(b) {
+            #expect(rst == nil)
+            #expect(recorder.heads[1] != nil)
+            if b < 0x80 {  // obs-text is kept too, but is not UTF-8 text to compare
+                #expect(recorder.heads[1]?.headers.firstValue(forLowercased: "x-val") == String(decoding: value, as: UTF8.self))
+            }
+        } else {
+            #expect(rst?.stream == 1)
+            #expect(rst?.payload == RawFrame.uint32(H2ErrorCode.protocolError.rawValue))
+            #expect(recorder.heads[1] == nil)
+        }
+    }
+
     @Test func upperCaseHeaderNameIsAStreamError() {
         // nghttp2 clients lower-case names on submit, so this one is written by hand.
         let recorder = H2Recorder()

@@ -27,7 +27,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private var session: H2ServerSession!
     private let inBuf = IOBuffer(capacity: 16 * 1024)
     let outBuf = IOBuffer(capacity: 16 * 1024)
-    private(set) var streams: [Int32: H2StreamExchange] = [:]
+    private(set) var streams = StreamTable<H2StreamExchange>()
     private(set) var closed = false
     /// epoll reported the end of the client's stream (RDHUP, HUP or ERR); bytes before it may still be unread.
     private var peerHungUp = false
