@@ -49,9 +49,10 @@
 #
 # Kinds (default: all, from `soak_attacks.py --list`): the soak's attacks (rapid-reset zero-window close-mid-body
 # slow-body silent underscore hostile-tokens smuggling issuer-flood challenge-flood issuer-slow-body hostile-cbor
-# custom-replay) and three bursts of the issue: big-uploads (64 clients × 8 MB POSTs, buffered bodies), h2-buffers
-# (2,000 zero-window streams of /big, HTTP/2 response buffers) and conn-storm (5,000 connections held 3 s, closed,
-# again). Setup as Benchmarks/soak.sh's (lib.sh's soak_backend_up once, soak_gateway_up per kind): nginx backend,
+# custom-replay) and four bursts of the issue: big-uploads (64 clients × 8 MB POSTs, buffered bodies), h2-buffers
+# (2,000 zero-window streams of /big, HTTP/2 response buffers), issuer-bodies (480 exchanges from 16 addresses each
+# holding 64 KiB less a byte: 30 MiB of issuer bodies; the soak's issuer-slow-body, from one address, is stopped by
+# the per-address rate limit at ~40) and conn-storm (5,000 connections held 3 s, closed, again). Setup as Benchmarks/soak.sh's (lib.sh's soak_backend_up once, soak_gateway_up per kind): nginx backend,
 # the issuer with one App Attest app, its debug secret and custom tokens, 2 threads. Per kind: a FRESH gateway;
 # warm-up (wrk 2 s on the `off` route and 2 s on the `enforce` route with a token, 5 debug-secret exchanges and
 # one custom-token exchange, then 3 s idle); RSS before; the attack alone for S seconds (default 25, bounded by

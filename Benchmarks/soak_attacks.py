@@ -22,6 +22,9 @@ Bursts for Benchmarks/defects.sh --memory only (not in soak.sh's rotation):
 
   big-uploads      64 clients each POST 8 MB to /upload (the `off` route taking 20 MiB bodies), again and again
   h2-buffers       2,000 zero-window streams of /big (20 h2c connections × 100), held, then RST (defects.sh's #4)
+  issuer-bodies    480 issuer exchanges (from 127.0.2.1-16, 30 each, at most 150 a second: under the issuer's
+                   per-address and process rate limits) each declare a 64 KiB body and send all but one byte
+                   (30 MiB of the 32 MiB issuer body budget), held, then RST
   conn-storm       5,000 connections (from 127.0.1.1-10, 500 each: under max_connections_per_address) each send
                    one GET, are held 3 s, then closed; again until the time is up
 
@@ -380,6 +383,30 @@ def h2_buffers(port, seconds, conns=20, streams=100):
     return n, n * streams
 
 
+def issuer_bodies(port, seconds, total=480, sources=16, per_second=150):
+    head = ("POST %s%s:exchangeDebugToken HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+            "Content-Length: 65536\r\n\r\n" % (ISSUER_BASE, SOAK_APP)).encode()
+    held = []
+    end = time.time() + seconds
+    second = time.time()
+    for i in range(total):
+        if i and i % per_second == 0:  # the process ceiling: 200 exchanges a second, burst 200
+            time.sleep(max(0, second + 1.05 - time.time()))
+            second = time.time()
+        s = socket.socket()
+        try:
+            s.bind(("127.0.2.%d" % (i % sources + 1), 0))
+            s.settimeout(2)
+            s.connect((HOST, port))
+            s.sendall(head + b" " * 65535)
+            held.append(s)
+        except OSError:
+            s.close()
+    n = len(held)
+    drain_all(held, max(0, end - time.time()))
+    return n, n
+
+
 def conn_storm(port, seconds, total=5000, sources=10, hold=3):
     per = total // sources
     conns = 0
@@ -412,7 +439,8 @@ ATTACKS = {
     "issuer-slow-body": issuer_slow_body, "hostile-cbor": hostile_cbor, "custom-replay": custom_replay,
 }
 # defects.sh --memory's bursts beside them (not in soak.sh's rotation).
-BURSTS = {"big-uploads": big_uploads, "h2-buffers": h2_buffers, "conn-storm": conn_storm}
+BURSTS = {"big-uploads": big_uploads, "h2-buffers": h2_buffers, "issuer-bodies": issuer_bodies,
+          "conn-storm": conn_storm}
 
 if len(sys.argv) > 1 and sys.argv[1] == "--list":
     print(" ".join(list(ATTACKS) + list(BURSTS)))
