@@ -67,7 +67,8 @@
 #   buffers after      the sum of gateway_buffer_bytes{kind=...} from the admin /metrics at the last sample
 #   verdict            PASS when RSS was within 20% of before within 60 s, else FAIL with the figures
 # Under the table: what each attack did (its connections and requests), the peak of gateway_buffer_bytes and of
-# open connections during it; with --out FILE the per-second samples go to FILE.samples. MALLOC_* variables in
+# open connections during it, and the gateway's connections to the backend at the last sample (idle in its upstream
+# pool until idle_timeout, 120 s here: they hold io buffers); with --out FILE the per-second samples go to FILE.samples. MALLOC_* variables in
 # the environment reach the gateway (e.g. MALLOC_ARENA_MAX=2 to diagnose) and are named in the header line.
 # About 1–1.5 minutes per kind.
 set -euo pipefail
@@ -139,7 +140,7 @@ memory_warm_up() {  # valid traffic on both routes and a few exchanges; warns wh
 
 # memory_row KIND: a fresh gateway, warm-up, RSS before, the attack, RSS once a second for up to 60 s; one row.
 memory_row() {
-    local a="$1" apid before peak_buf=0 peak_open=0 g b o end rss within="" streak=0 t0 t after hwm buf verdict what
+    local a="$1" apid before peak_buf=0 peak_open=0 b o end rss within="" streak=0 t0 t after hwm buf verdict what pool
     local samples="$BENCH_TMP/mem-$a.samples"
     read -r GW_PORT ADMIN_PORT < <(free_ports 2)
     soak_gateway_up "$BENCH_TMP/gateway-mem-$a.yaml" "$GW_PORT" "$ADMIN_PORT" "$BACKEND_PORT"
@@ -200,7 +201,8 @@ memory_row() {
         verdict="FAIL: $(mib "$after") MiB after 60 s is $(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.0f", 100 * a / b }')% of $(mib "$before") MiB (peak $(mib "$hwm")), buffers $buf B"
     fi
     emit "| $a | $(mib "$before") | $(mib "$hwm") | $(mib "$end") | $(mib "$after") | $within | $buf | $verdict |"
-    MEM_NOTES+=("$a: attack printed \`$what\` (kind connections requests); during it gateway_buffer_bytes peaked at $(mib $((peak_buf / 1024))) MiB, open connections at $peak_open")
+    pool=$(ss -Htn state established "( dport = :$BACKEND_PORT )" 2>/dev/null | wc -l)
+    MEM_NOTES+=("$a: attack printed \`$what\` (kind connections requests); during it gateway_buffer_bytes peaked at $(mib $((peak_buf / 1024))) MiB, open connections at $peak_open; at the last sample $pool upstream connections to the backend")
     [[ -z "$OUT" ]] || cat "$samples" >>"$OUT.samples"
     stop_pid "$GATEWAY_PID"
 }
