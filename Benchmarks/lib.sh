@@ -1,4 +1,4 @@
-# Shared helpers for Benchmarks/run.sh and Benchmarks/callgrind.sh. Source it; do not run it.
+# Shared helpers for the scripts in Benchmarks/ (run.sh, callgrind.sh, soak.sh, defects.sh, ...). Source it; do not run it.
 #
 # Everything started through these helpers is recorded in BENCH_PIDS and stopped by bench_cleanup (installed
 # as the EXIT trap by bench_init). All files go to BENCH_TMP (a fresh mktemp dir, removed on exit unless
@@ -240,6 +240,75 @@ start_gateway() {
         log "gateway stderr:"; tail -n 30 "$BENCH_TMP/gateway.stderr.log" >&2 || true
         die "gateway did not become healthy on admin port $admin"
     }
+}
+
+# ---- The soak's backend, keys and issuer (Benchmarks/soak.sh; defects.sh --memory) --------------------------
+# soak_backend_up PORT: the soak's backend and keys, once per script. The backend is nginx, 1 worker: `ok` for
+# everything, 10 MB at /big (zero-window streams), uploads up to 20 MB read and discarded. Keys: a verifier key
+# and a session token for the enforce route (TOKEN, 7 days), the issuer's own signing key, and a backend key that
+# signs custom tokens (Node's crypto: docs/examples/custom-token/mint.mjs). Sets BACKEND_PID, TOKEN, SOAK_APP (one
+# app with App Attest, the hostile CBOR's target), SOAK_SECRET (its debug secret), ISSUER_URL,
+# GATEWAY_APP_CHECK_YAML and GATEWAY_EXTRA_YAML (the issuer: section), and exports SOAK_CUSTOM_TOKEN_CMD (prints a
+# fresh custom token; soak_attacks.py's custom-replay reads it).
+soak_backend_up() {
+    local port="$1"
+    command -v nginx >/dev/null || die "nginx not found (make bench installs it)"
+    command -v node >/dev/null || die "node not found (it signs the custom tokens)"
+    head -c 10000000 /dev/zero | tr '\0' b >"$BENCH_TMP/big.bin"
+    {
+        _nginx_common backend 1
+        echo "http {"
+        _nginx_http_common backend
+        cat <<EOF
+    server {
+        listen 127.0.0.1:$port backlog=4096;
+        client_max_body_size 20m;
+        location = /big { alias $BENCH_TMP/big.bin; }
+        location / { return 200 "ok\n"; }
+    }
+}
+EOF
+    } >"$BENCH_TMP/backend.conf"
+    _start_nginx backend "$BENCH_TMP/backend.conf" "$port"
+    BACKEND_PID=$NGINX_PID
+
+    "$GATEWAY_BIN" keygen --key "$BENCH_TMP/key.pem" --jwks "$BENCH_TMP/jwks.json" >/dev/null
+    TOKEN="$("$GATEWAY_BIN" mint --key "$BENCH_TMP/key.pem" --project-number 123456789012 \
+        --app-id 1:123456789012:ios:abc123 --ttl 7d)"
+    GATEWAY_APP_CHECK_YAML="  jwks: { url: \"file://$BENCH_TMP/jwks.json\" }"
+    "$GATEWAY_BIN" keygen --key "$BENCH_TMP/issuer.pem" --jwks "$BENCH_TMP/issuer-jwks.json" >/dev/null
+    "$GATEWAY_BIN" keygen --key "$BENCH_TMP/backend.pem" --jwks "$BENCH_TMP/backend-jwks.json" --kid backend-1 >/dev/null
+    SOAK_APP="1:123456789012:ios:0a1b2c3d4e5f6a7b"
+    SOAK_SECRET="soak-debug-secret-0123456789abcdef"
+    ISSUER_URL="https://soak.example/appcheck"
+    export SOAK_CUSTOM_TOKEN_CMD="node '$REPO_ROOT/docs/examples/custom-token/mint.mjs' '$BENCH_TMP/backend.pem' backend-1 backend@soak '$ISSUER_URL' '$SOAK_APP'"
+    GATEWAY_EXTRA_YAML="$(cat <<EOF
+issuer:
+  issuer_url: $ISSUER_URL
+  signing_keys: [$BENCH_TMP/issuer.pem]
+  custom_token_issuers:
+    - { iss: backend@soak, jwks_url: "file://$BENCH_TMP/backend-jwks.json" }
+  apps:
+    - app_id: "$SOAK_APP"
+      team_id: ABCDE12345
+      bundle_id: com.example.soak
+      app_attest: { environments: [production] }
+      debug_secrets: ["$SOAK_SECRET"]
+EOF
+)"
+}
+
+# soak_gateway_up CONFIG PORT ADMIN_PORT BACKEND_PORT: the soak's gateway (after soak_backend_up), 2 threads, an
+# `enforce` route on /api/ and an `off` route on / that takes bodies up to 20 MiB, the issuer on. Writes CONFIG,
+# starts it and waits for /healthz; sets GATEWAY_PID.
+soak_gateway_up() {
+    local conf="$1" port="$2" admin="$3" backend="$4"
+    write_gateway_config "$conf" "$port" "$admin" "$backend" 2 "$(cat <<EOF
+  - { name: api, prefix: /api/, upstream: api, enforcement: enforce }
+  - { name: open, prefix: /, upstream: api, enforcement: off, max_body_bytes: 20MiB }
+EOF
+)"
+    start_gateway "$conf" "$admin"
 }
 
 # rss_kib PID: VmRSS of PID in KiB.

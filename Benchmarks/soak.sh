@@ -29,62 +29,14 @@ while (($#)); do
     esac
 done
 command -v wrk >/dev/null || die "wrk not found (make bench installs it)"
-command -v nginx >/dev/null || die "nginx not found (make bench installs it)"
 
 bench_init
 read -r GW_PORT ADMIN_PORT BACKEND_PORT < <(free_ports 3)
 
-# Backend: `ok` for everything, 10 MB at /big (zero-window streams), a sink for uploads.
-head -c 10000000 /dev/zero | tr '\0' b >"$BENCH_TMP/big.bin"
-{
-    _nginx_common backend 1
-    echo "http {"
-    _nginx_http_common backend
-    cat <<EOF
-    server {
-        listen 127.0.0.1:$BACKEND_PORT backlog=4096;
-        client_max_body_size 20m;
-        location = /big { alias $BENCH_TMP/big.bin; }
-        location / { return 200 "ok\n"; }
-    }
-}
-EOF
-} >"$BENCH_TMP/backend.conf"
-_start_nginx backend "$BENCH_TMP/backend.conf" "$BACKEND_PORT"
-
-"$GATEWAY_BIN" keygen --key "$BENCH_TMP/key.pem" --jwks "$BENCH_TMP/jwks.json" >/dev/null
-TOKEN="$("$GATEWAY_BIN" mint --key "$BENCH_TMP/key.pem" --project-number 123456789012 \
-    --app-id 1:123456789012:ios:abc123 --ttl 7d)"
-GATEWAY_APP_CHECK_YAML="  jwks: { url: \"file://$BENCH_TMP/jwks.json\" }"
-# The issuer: its own signing key, one app with App Attest (the hostile CBOR's target), a debug secret and custom
-# tokens from a backend key (Node's crypto signs them: docs/examples/custom-token/mint.mjs).
-command -v node >/dev/null || die "node not found (it signs the custom tokens)"
-"$GATEWAY_BIN" keygen --key "$BENCH_TMP/issuer.pem" --jwks "$BENCH_TMP/issuer-jwks.json" >/dev/null
-"$GATEWAY_BIN" keygen --key "$BENCH_TMP/backend.pem" --jwks "$BENCH_TMP/backend-jwks.json" --kid backend-1 >/dev/null
-SOAK_APP="1:123456789012:ios:0a1b2c3d4e5f6a7b"
-SOAK_SECRET="soak-debug-secret-0123456789abcdef"
-ISSUER_URL="https://soak.example/appcheck"
-export SOAK_CUSTOM_TOKEN_CMD="node '$REPO_ROOT/docs/examples/custom-token/mint.mjs' '$BENCH_TMP/backend.pem' backend-1 backend@soak '$ISSUER_URL' '$SOAK_APP'"
-GATEWAY_EXTRA_YAML="$(cat <<EOF
-issuer:
-  issuer_url: $ISSUER_URL
-  signing_keys: [$BENCH_TMP/issuer.pem]
-  custom_token_issuers:
-    - { iss: backend@soak, jwks_url: "file://$BENCH_TMP/backend-jwks.json" }
-  apps:
-    - app_id: "$SOAK_APP"
-      team_id: ABCDE12345
-      bundle_id: com.example.soak
-      app_attest: { environments: [production] }
-      debug_secrets: ["$SOAK_SECRET"]
-EOF
-)"
-write_gateway_config "$BENCH_TMP/gateway.yaml" "$GW_PORT" "$ADMIN_PORT" "$BACKEND_PORT" 2 "$(cat <<EOF
-  - { name: api, prefix: /api/, upstream: api, enforcement: enforce }
-  - { name: open, prefix: /, upstream: api, enforcement: off, max_body_bytes: 20MiB }
-EOF
-)"
-start_gateway "$BENCH_TMP/gateway.yaml" "$ADMIN_PORT"
+# Backend (nginx: `ok`, /big = 10 MB, an upload sink), keys, the issuer and the gateway: lib.sh's soak_backend_up
+# and soak_gateway_up (defects.sh --memory starts the same).
+soak_backend_up "$BACKEND_PORT"
+soak_gateway_up "$BENCH_TMP/gateway.yaml" "$GW_PORT" "$ADMIN_PORT" "$BACKEND_PORT"
 log "soak: gateway pid $GATEWAY_PID on $GW_PORT, $MINUTES minute(s)"
 
 open_connections() {

@@ -2,6 +2,7 @@
 """The attacks of Benchmarks/soak.sh, one per call, each bounded in time (issue 15's list).
 
 usage: soak_attacks.py ATTACK PORT [SECONDS]
+       soak_attacks.py --list      (every kind: the soak's attacks, then the bursts)
 
   rapid-reset      HTTP/2 HEADERS+RST_STREAM pairs, 300 per connection, reconnecting
   zero-window      HTTP/2 with SETTINGS_INITIAL_WINDOW_SIZE=0, 50 streams of /big, held, then dropped
@@ -16,6 +17,16 @@ usage: soak_attacks.py ATTACK PORT [SECONDS]
   issuer-slow-body 300 connections declare a 64 KiB exchange body, send all but one byte and wait
   hostile-cbor     exchangeAppAttestAttestation with hostile CBOR (random, deep nesting, huge lengths)
   custom-replay    one custom token (SOAK_CUSTOM_TOKEN_CMD prints a fresh one) exchanged again and again
+
+Bursts for Benchmarks/defects.sh --memory only (not in soak.sh's rotation):
+
+  big-uploads      64 clients each POST 8 MB to /upload (the `off` route taking 20 MiB bodies), again and again
+  h2-buffers       2,000 zero-window streams of /big (20 h2c connections × 100), held, then RST (defects.sh's #4)
+  issuer-bodies    480 issuer exchanges (from 127.0.2.1-16, 30 each, at most 150 a second: under the issuer's
+                   per-address and process rate limits) each declare a 64 KiB body and send all but one byte
+                   (30 MiB of the 32 MiB issuer body budget), held, then RST
+  conn-storm       5,000 connections (from 127.0.1.1-10, 500 each: under max_connections_per_address) each send
+                   one GET, are held 3 s, then closed; again until the time is up
 
 The issuer attacks come from 127.0.0.1; Benchmarks/soak.sh's valid exchanges from 127.0.0.2.
 
@@ -329,17 +340,117 @@ def custom_replay(port, seconds):
     return n, n
 
 
+def big_uploads(port, seconds, clients=64, size=8 << 20):
+    import threading
+    body = b"u" * size
+    head = b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % size
+    counts = [0] * clients
+    end = time.time() + seconds
+
+    def worker(i):
+        while time.time() < end:
+            try:
+                s = connect(port, timeout=10)
+                s.sendall(head)
+                s.sendall(body)
+                drain(s, 5)
+                s.close()
+                counts[i] += 1
+            except OSError:
+                time.sleep(0.05)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return clients, sum(counts)
+
+
+def h2_buffers(port, seconds, conns=20, streams=100):
+    socks = []
+    for _ in range(conns):
+        try:
+            s = connect(port)
+            out = PREFACE + frame(4, 0, 0, struct.pack(">HI", 4, 0))
+            for i in range(streams):
+                out += frame(1, 0x5, 2 * i + 1, hpack_get("/big"))
+            s.sendall(out)
+            socks.append(s)
+        except OSError:
+            pass
+    n = len(socks)
+    drain_all(socks, seconds)  # reads what the gateway sends (headers; no DATA fits a zero window), then RST
+    return n, n * streams
+
+
+def issuer_bodies(port, seconds, total=480, sources=16, per_second=150):
+    head = ("POST %s%s:exchangeDebugToken HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+            "Content-Length: 65536\r\n\r\n" % (ISSUER_BASE, SOAK_APP)).encode()
+    held = []
+    end = time.time() + seconds
+    second = time.time()
+    for i in range(total):
+        if i and i % per_second == 0:  # the process ceiling: 200 exchanges a second, burst 200
+            time.sleep(max(0, second + 1.05 - time.time()))
+            second = time.time()
+        s = socket.socket()
+        try:
+            s.bind(("127.0.2.%d" % (i % sources + 1), 0))
+            s.settimeout(2)
+            s.connect((HOST, port))
+            s.sendall(head + b" " * 65535)
+            held.append(s)
+        except OSError:
+            s.close()
+    n = len(held)
+    drain_all(held, max(0, end - time.time()))
+    return n, n
+
+
+def conn_storm(port, seconds, total=5000, sources=10, hold=3):
+    per = total // sources
+    conns = 0
+    end = time.time() + seconds
+    while time.time() + hold < end:
+        held = []
+        for a in range(sources):
+            for _ in range(per):
+                try:
+                    s = socket.socket()
+                    s.bind(("127.0.1.%d" % (a + 1), 0))
+                    s.settimeout(2)
+                    s.connect((HOST, port))
+                    s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                    held.append(s)
+                except OSError:
+                    s.close()
+        conns += len(held)
+        time.sleep(hold)
+        for s in held:
+            s.close()
+        time.sleep(0.5)
+    return conns, conns
+
+
 ATTACKS = {
     "rapid-reset": rapid_reset, "zero-window": zero_window, "close-mid-body": close_mid_body,
     "slow-body": slow_body, "silent": silent, "underscore": underscore, "hostile-tokens": hostile_tokens,
     "smuggling": smuggling, "issuer-flood": issuer_flood, "challenge-flood": challenge_flood,
     "issuer-slow-body": issuer_slow_body, "hostile-cbor": hostile_cbor, "custom-replay": custom_replay,
 }
+# defects.sh --memory's bursts beside them (not in soak.sh's rotation).
+BURSTS = {"big-uploads": big_uploads, "h2-buffers": h2_buffers, "issuer-bodies": issuer_bodies,
+          "conn-storm": conn_storm}
+
+if len(sys.argv) > 1 and sys.argv[1] == "--list":
+    print(" ".join(list(ATTACKS) + list(BURSTS)))
+    sys.exit(0)
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ATTACKS:
+    kinds = dict(ATTACKS, **BURSTS)
+    if len(sys.argv) < 3 or sys.argv[1] not in kinds:
         sys.stderr.write(__doc__)
         sys.exit(2)
     seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 20
-    c, r = ATTACKS[sys.argv[1]](int(sys.argv[2]), seconds)
+    c, r = kinds[sys.argv[1]](int(sys.argv[2]), seconds)
     print("%s %d %d" % (sys.argv[1], c, r))
