@@ -46,7 +46,9 @@ final class BufferGauge: Sendable {
 /// `minimumConnectionPeak` and are down to an eighth, the heap is trimmed once (a second later, on the loop that
 /// noticed) and the peaks start over.
 final class MemoryReclaimer: Sendable {
-    static let minimumBufferPeak = 8 << 20
+    /// 2 MiB: with 8 MiB, bursts of 3 MiB (2,000 zero-window streams, slow issuer bodies) never trimmed and left RSS
+    /// 10-12% above where it started (`Benchmarks/defects.sh --memory`); a trim is cheap next to such a burst.
+    static let minimumBufferPeak = 2 << 20
     static let minimumConnectionPeak = 512
     private let bufferPeak = Atomic<Int>(0)
     private let connectionPeak = Atomic<Int>(0)
