@@ -35,37 +35,47 @@ public enum AppCheckToken {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
 
-        guard let jws = CompactJWS.decode(token, maxJSONBytes: maxLength) else { return .failure(.malformed) }
-        let header = jws.header, payload = jws.payload, signature = jws.signature
+        guard let parts = CompactJWS.split(token) else { return .failure(.malformed) }
 
-        // One pass over the header's members (keys are unique): alg, typ, kid and the forbidden ones.
-        var alg: JSONValue?, typ: JSONValue?, kidValue: JSONValue?, forbidden = false
-        if case .object(let members) = header {
-            for member in members {
-                guard let short = JSONValue.ShortKey(member.key) else { continue }
-                switch short {
-                case Self.algKey: alg = member.value
-                case Self.typKey: typ = member.value
-                case Self.kidKey: kidValue = member.value
-                default: if Self.forbiddenKeys.contains(short) { forbidden = true }
-                }
-            }
+        // Header and payload are checked as strict JSON objects in one pass each, exactly as `StrictJSON.parse`
+        // would judge them (`CompactJWS.decode`), without building either: only the members read below are kept.
+        // Both are judged before any header rule, so a JSON fault anywhere is `malformed` first.
+        var header = StrictJSON.MemberSlots()
+        var payload = StrictJSON.MemberSlots()
+        do {
+            try StrictJSON.scanObject(parts.header, maxBytes: maxLength, into: &header, select: headerSlot)
+            try StrictJSON.scanObject(parts.payload, maxBytes: maxLength, into: &payload, select: TokenClaims.claimSlot)
+        } catch {
+            return .failure(.malformed)
         }
-        guard let alg, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
-        guard let typ, typ.stringEquals(type) else { return .failure(.wrongType) }
-        guard let kid = kidValue?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
-        if forbidden { return .failure(.malformed) }
+        guard let alg = header.v0, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
+        guard let typ = header.v1, typ.stringEquals(type) else { return .failure(.wrongType) }
+        guard let kid = header.v2?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
+        if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
 
-        let signingInputRange = jws.signingInputRange
-        let claims = TokenClaims(payload: payload) {
+        let signature = parts.signature
+        let signingInputRange = parts.signingInputRange
+        let claims = TokenClaims(slots: payload, payloadBytes: parts.payload) {
             var material = Array(token[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)
             return SHA256Digest.hash(material)
         }
-        return .success(ParsedToken(token: token, kid: kid, header: header,
+        return .success(ParsedToken(token: token, kid: kid, headerBytes: parts.header,
                                     claims: claims,
                                     signature: signature, signingInputRange: signingInputRange))
+    }
+
+    /// The header members `parse` reads, by slot: `alg` 0, `typ` 1, `kid` 2, any of `forbiddenHeaders` 3 (one
+    /// slot: its presence is the fault); -1 for the others.
+    static func headerSlot(_ key: JSONValue.ShortKey?) -> Int {
+        guard let key else { return -1 }
+        switch key {
+        case algKey: return 0
+        case typKey: return 1
+        case kidKey: return 2
+        default: return forbiddenKeys.contains(key) ? 3 : -1
+        }
     }
 
     /// Parses the UTF-8 of `token`; see `parse(_:)` for `[UInt8]`.

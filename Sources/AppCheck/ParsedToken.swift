@@ -7,8 +7,11 @@ public struct ParsedToken: Sendable {
     public let token: [UInt8]
     /// The header's `kid`: a non-empty string.
     public let kid: String
-    /// The decoded header object.
-    public let header: JSONValue
+    /// The decoded header (strict JSON, an object).
+    let headerBytes: [UInt8]
+    /// The decoded header object, parsed again from `headerBytes` on each read (the verification path never
+    /// builds it).
+    public var header: JSONValue { (try? StrictJSON.parse(headerBytes)) ?? .object([]) }
     /// The decoded payload, not yet trusted.
     public let claims: TokenClaims
     /// The raw signature bytes (decoded from the third part).

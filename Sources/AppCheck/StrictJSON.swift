@@ -1,3 +1,5 @@
+import Glibc
+
 /// A strict RFC 8259 JSON parser for untrusted token and key-set bytes.
 ///
 /// Unlike Foundation's `JSONSerialization` it refuses what an attacker could use to make two parsers
@@ -48,6 +50,54 @@ public enum StrictJSON {
             if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
             return value
         }
+    }
+
+    /// Up to `MemberSlots.count` member values that `scanObject` keeps, by slot (`v0` is slot 0, …). Separate stored
+    /// properties, not a tuple: reading one slot then copies that value alone.
+    struct MemberSlots {
+        static let count = 9
+        var v0: JSONValue?, v1: JSONValue?, v2: JSONValue?, v3: JSONValue?, v4: JSONValue?, v5: JSONValue?
+        var v6: JSONValue?, v7: JSONValue?, v8: JSONValue?
+
+        mutating func set(_ slot: Int, _ value: JSONValue) {
+            switch slot {
+            case 0: v0 = value
+            case 1: v1 = value
+            case 2: v2 = value
+            case 3: v3 = value
+            case 4: v4 = value
+            case 5: v5 = value
+            case 6: v6 = value
+            case 7: v7 = value
+            default: v8 = value
+            }
+        }
+    }
+
+    /// Checks that `bytes` is one JSON object spanning the whole input under exactly the rules of `parse` (the same
+    /// grammar, UTF-8, escape, number, depth and size rules, duplicate keys compared after unescaping with `String`
+    /// equality), without building it: only the values of the members that `select` gives a slot
+    /// (`0..<MemberSlots.count`, by the member's name when it is at most 8 bytes; -1 for the rest) are built, into
+    /// `slots` (keys are unique; a slot that several names share keeps the last of them). The other values are checked and dropped; a
+    /// string among them is not copied when it is plain printable ASCII. Throws where `parse` would, and `syntax`
+    /// for a top-level value that is not an object.
+    static func scanObject(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth, maxBytes: Int = defaultMaxBytes,
+                           into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
+        if bytes.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
+        // The first keys' positions for the duplicate check live on the stack (three words a key).
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Parser.linearKeys) { keys in
+                Result { () throws(ParseError) in
+                    var parser = Parser(bytes: buffer, maxDepth: maxDepth)
+                    parser.skipWhitespace()
+                    guard parser.peek == UInt8(ascii: "{") else { throw parser.fail(.syntax) }
+                    try parser.scanObject(into: &slots, select: select, keys: keys.baseAddress!)
+                    parser.skipWhitespace()
+                    if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
+                }
+            }
+        }
+        try result.get()
     }
 
     private struct Parser {
@@ -134,6 +184,123 @@ public enum StrictJSON {
             }
         }
 
+        /// Keys checked for duplicates by a linear scan (a token's objects are smaller); a `Set` after.
+        static let linearKeys = 16
+
+        /// The top-level object of `StrictJSON.scanObject` (depth 1, as `parseValue(depth: 0)` gives it), at its `{`.
+        /// `keys` has room for `3 * linearKeys` words.
+        ///
+        /// The keys so far, for the duplicate check, are three words each: start and end in the input and -1 for a
+        /// plain printable-ASCII key (no String made), or the index in `texts` of the unescaped String of any other.
+        /// Two plain keys are equal exactly when their bytes are (ASCII text has one canonical form); a pair with
+        /// another key compares as Strings, as `parseObject` does (a non-ASCII key may be canonically equivalent to
+        /// an ASCII one: U+212A KELVIN SIGN and "K").
+        mutating func scanObject(into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int,
+                                 keys: UnsafeMutablePointer<Int>) throws(ParseError) {
+            let depth = 1
+            if depth > maxDepth { throw fail(.tooDeep) }
+            position += 1  // {
+            var count = 0
+            var texts: [String] = []
+            var seen: Set<String>? = nil
+            func text(_ start: Int, _ end: Int, _ index: Int) -> String {
+                index >= 0 ? texts[index] : String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+            }
+            skipWhitespace()
+            if peek == UInt8(ascii: "}") { position += 1; return }
+            while true {
+                skipWhitespace()
+                guard peek == UInt8(ascii: "\"") else { throw fail(.syntax) }
+                let keyOffset = position
+                let start = position + 1
+                let end = plainStringEnd(from: start)
+                let index: Int
+                let short: JSONValue.ShortKey?
+                if end < bytes.count && bytes[end] == UInt8(ascii: "\"") {
+                    position = end + 1
+                    index = -1
+                    short = JSONValue.ShortKey(utf8: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                } else {
+                    let unescaped = try parseString()
+                    index = texts.count
+                    texts.append(unescaped)
+                    short = JSONValue.ShortKey(unescaped)
+                }
+                if count < Self.linearKeys {
+                    for k in 0..<count {
+                        let otherStart = keys[3 * k], otherEnd = keys[3 * k + 1], otherIndex = keys[3 * k + 2]
+                        let same: Bool
+                        if otherIndex < 0 && index < 0 {
+                            same = otherEnd - otherStart == end - start
+                                && memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, end - start) == 0
+                        } else {
+                            same = text(otherStart, otherEnd, otherIndex) == text(start, end, index)
+                        }
+                        if same { throw ParseError(kind: .duplicateKey, offset: keyOffset) }
+                    }
+                    keys[3 * count] = start
+                    keys[3 * count + 1] = end
+                    keys[3 * count + 2] = index
+                } else {
+                    if seen == nil {
+                        seen = Set((0..<count).map { k in text(keys[3 * k], keys[3 * k + 1], keys[3 * k + 2]) })
+                    }
+                    if !seen!.insert(text(start, end, index)).inserted {
+                        throw ParseError(kind: .duplicateKey, offset: keyOffset)
+                    }
+                }
+                count += 1
+                skipWhitespace()
+                guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }
+                position += 1
+                skipWhitespace()
+                let slot = select(short)
+                if slot >= 0 && slot < MemberSlots.count {
+                    slots.set(slot, try parseValue(depth: depth))
+                } else {
+                    try skipValue(depth: depth)
+                }
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): position += 1
+                case UInt8(ascii: "}"): position += 1; return
+                default: throw fail(.syntax)
+                }
+            }
+        }
+
+        /// The end of the run of plain string bytes (printable ASCII but `"` and `\`) from `start`: where a string
+        /// without escapes or non-ASCII bytes has its closing quote.
+        @inline(__always)
+        func plainStringEnd(from start: Int) -> Int {
+            var scan = start
+            while scan < bytes.count {
+                let byte = bytes[scan]
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }
+                scan += 1
+            }
+            return scan
+        }
+
+        /// `parseValue` without keeping the value: a string is checked by `parseString` only when it is not plain
+        /// printable ASCII, a number by `parseNumber`; anything else is parsed whole and dropped.
+        mutating func skipValue(depth: Int) throws(ParseError) {
+            guard let byte = peek else { throw fail(.syntax) }
+            switch byte {
+            case UInt8(ascii: "\""):
+                let end = plainStringEnd(from: position + 1)
+                if end < bytes.count && bytes[end] == UInt8(ascii: "\"") {
+                    position = end + 1
+                } else {
+                    _ = try parseString()
+                }
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                _ = try parseNumber()
+            default:
+                _ = try parseValue(depth: depth)
+            }
+        }
+
         mutating func parseArray(depth: Int) throws(ParseError) -> JSONValue {
             if depth > maxDepth { throw fail(.tooDeep) }
             position += 1  // [
@@ -200,12 +367,7 @@ public enum StrictJSON {
             // Fast path: printable ASCII without escapes (every key and most values of a token) becomes a String
             // straight from the input, with no intermediate array.
             let start = position
-            var scan = position
-            while scan < bytes.count {
-                let byte = bytes[scan]
-                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }
-                scan += 1
-            }
+            let scan = plainStringEnd(from: start)
             if scan < bytes.count && bytes[scan] == UInt8(ascii: "\"") {
                 position = scan + 1
                 return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self)

@@ -21,8 +21,11 @@ public struct TokenClaims: Sendable {
         }
     }
 
-    /// The payload object, members in document order, keys unique.
-    public let payload: JSONValue
+    /// The decoded payload (strict JSON, an object).
+    let payloadBytes: [UInt8]
+    /// The payload object, members in document order, keys unique: parsed again from `payloadBytes` on each read
+    /// (the verification path never builds it).
+    public var payload: JSONValue { (try? StrictJSON.parse(payloadBytes)) ?? .object([]) }
 
     /// The replay key (docs/behaviour.md, replay protection) for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
@@ -46,44 +49,53 @@ public struct TokenClaims: Sendable {
     /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
     let jtiReplayKey: [UInt8]?
 
-    /// `signatureReplayKey` is called only when the payload has no `jti` member.
-    init(payload: JSONValue, signatureReplayKey: () -> [UInt8]) {
-        self.payload = payload
-        // One pass over the members (an object's keys are unique), not one lookup per claim.
-        var found: [JSONValue?] = Array(repeating: nil, count: Self.claimNames.count)
-        if case .object(let members) = payload {
-            for member in members {
-                if let short = JSONValue.ShortKey(member.key), let index = Self.claimIndex(short) {
-                    found[index] = member.value
-                }
-            }
-        }
-        iss = Claim(found[0]) { $0.stringValue }
-        aud = Claim(found[1]) { $0.arrayValue?.map(\.stringValue) }
+    /// From the payload's members as `StrictJSON.scanObject` kept them by `claimSlot` (slot `i`, `v<i>`, holds
+    /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
+    init(slots found: StrictJSON.MemberSlots, payloadBytes: [UInt8], signatureReplayKey: () -> [UInt8]) {
+        self.payloadBytes = payloadBytes
+        iss = Claim(found.v0) { $0.stringValue }
+        aud = Claim(found.v1) { $0.arrayValue?.map(\.stringValue) }
         if case .value(let members) = aud, !members.contains(where: { $0 == nil }) {
             audiences = members.map { $0! }
         } else {
             audiences = nil
         }
-        sub = Claim(found[2]) { $0.stringValue }
+        sub = Claim(found.v2) { $0.stringValue }
         subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
-        exp = Claim(found[3]) { $0.numberValue }
-        iat = Claim(found[4]) { $0.numberValue }
-        nbf = Claim(found[5]) { $0.numberValue }
-        jti = Claim(found[6]) { $0.stringValue }
-        provider = Claim(found[7]) { $0.stringValue }
-        risk = Claim(found[8]) { $0.numberValue }
+        exp = Claim(found.v3) { $0.numberValue }
+        iat = Claim(found.v4) { $0.numberValue }
+        nbf = Claim(found.v5) { $0.numberValue }
+        jti = Claim(found.v6) { $0.stringValue }
+        provider = Claim(found.v7) { $0.stringValue }
+        risk = Claim(found.v8) { $0.numberValue }
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
-            var material = [UInt8]()
-            material.reserveCapacity(sub.utf8.count + 1 + jti.utf8.count)
-            material.append(contentsOf: sub.utf8)
-            material.append(UInt8(ascii: "\n"))
-            material.append(contentsOf: jti.utf8)
-            jtiReplayKey = SHA256Digest.hash(material)
+            jtiReplayKey = Self.jtiReplayKey(sub: sub, jti: jti)
         } else {
             jtiReplayKey = nil
         }
+    }
+
+    /// SHA-256(sub + "\n" + jti), the material assembled on the stack.
+    static func jtiReplayKey(sub: String, jti: String) -> [UInt8] {
+        var sub = sub, jti = jti
+        return sub.withUTF8 { subBytes in
+            jti.withUTF8 { jtiBytes in
+                let count = subBytes.count + 1 + jtiBytes.count
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { material in
+                    _ = material.initialize(fromContentsOf: subBytes)
+                    material[subBytes.count] = UInt8(ascii: "\n")
+                    _ = UnsafeMutableBufferPointer(rebasing: material[(subBytes.count + 1)...]).initialize(fromContentsOf: jtiBytes)
+                    return SHA256Digest.hash(UnsafeRawBufferPointer(material))
+                }
+            }
+        }
+    }
+
+    /// The slot of a payload member for `StrictJSON.scanObject`: its index in `claimNames`, -1 for any other.
+    static func claimSlot(_ key: JSONValue.ShortKey?) -> Int {
+        guard let key else { return -1 }
+        return claimIndex(key) ?? -1
     }
 
     /// The claims decoded here, in the order of `found` in `init`.
