@@ -35,35 +35,51 @@ public enum AppCheckToken {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
 
-        guard let parts = CompactJWS.split(token) else { return .failure(.malformed) }
+        guard let (firstDot, secondDot) = CompactJWS.dots(token),
+              let signature = Base64URL.decode(token[(secondDot + 1)...]) else { return .failure(.malformed) }
 
-        // Header and payload are checked as strict JSON objects in one pass each, exactly as `StrictJSON.parse`
-        // would judge them (`CompactJWS.decode`), without building either: only the members read below are kept.
-        // Both are judged before any header rule, so a JSON fault anywhere is `malformed` first.
+        // Header and payload are decoded onto the stack and checked as strict JSON objects in one pass each, exactly
+        // as `StrictJSON.parse` would judge them (`CompactJWS.decode`), without building either: only the members
+        // read below are kept. Both are judged before any header rule, so a fault in either is `malformed` first.
         var header = StrictJSON.MemberSlots()
         var payload = StrictJSON.MemberSlots()
-        do {
-            try StrictJSON.scanObject(parts.header, maxBytes: maxLength, into: &header, select: headerSlot)
-            try StrictJSON.scanObject(parts.payload, maxBytes: maxLength, into: &payload, select: TokenClaims.claimSlot)
-        } catch {
-            return .failure(.malformed)
+        let wellFormed = token.withUnsafeBytes { raw in
+            decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[0..<firstDot]), into: &header, select: headerSlot)
+                && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
+                                 select: TokenClaims.claimSlot)
         }
+        guard wellFormed else { return .failure(.malformed) }
         guard let alg = header.v0, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
         guard let typ = header.v1, typ.stringEquals(type) else { return .failure(.wrongType) }
         guard let kid = header.v2?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
         if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
 
-        let signature = parts.signature
-        let signingInputRange = parts.signingInputRange
-        let claims = TokenClaims(slots: payload, payloadBytes: parts.payload) {
+        let signingInputRange = 0..<secondDot
+        let claims = TokenClaims(slots: payload) {
             var material = Array(token[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)
             return SHA256Digest.hash(material)
         }
-        return .success(ParsedToken(token: token, kid: kid, headerBytes: parts.header,
-                                    claims: claims,
+        return .success(ParsedToken(token: token, kid: kid, firstDot: firstDot, claims: claims,
                                     signature: signature, signingInputRange: signingInputRange))
+    }
+
+    /// Decodes one base64url part onto the stack and scans it as a strict JSON object of at most `maxLength` bytes
+    /// (`StrictJSON.scanObject`); false on any fault.
+    static func decodeAndScan(_ part: UnsafeRawBufferPointer, into slots: inout StrictJSON.MemberSlots,
+                              select: (JSONValue.ShortKey?) -> Int) -> Bool {
+        guard let capacity = Base64URL.decodedCount(part.count) else { return false }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(capacity, 1)) { buffer in
+            guard let count = Base64URL.decode(part, into: buffer.baseAddress!) else { return false }
+            do {
+                try StrictJSON.scanObject(UnsafeBufferPointer(rebasing: buffer[..<count]), maxBytes: maxLength,
+                                          into: &slots, select: select)
+                return true
+            } catch {
+                return false
+            }
+        }
     }
 
     /// The header members `parse` reads, by slot: `alg` 0, `typ` 1, `kid` 2, any of `forbiddenHeaders` 3 (one

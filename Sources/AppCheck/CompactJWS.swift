@@ -27,7 +27,18 @@ public struct CompactJWS: Sendable {
     /// JSON), or nil when it is not exactly three dot-separated parts or a part is not strict base64url.
     static func split(_ token: [UInt8])
         -> (header: [UInt8], payload: [UInt8], signature: [UInt8], signingInputRange: Range<Int>)? {
-        // The two dots by memchr (a token is about a kilobyte: a byte-by-byte loop cost three instructions a byte).
+        guard let (first, second) = dots(token),
+              let header = Base64URL.decode(token[0..<first]),
+              let payload = Base64URL.decode(token[(first + 1)..<second]),
+              let signature = Base64URL.decode(token[(second + 1)...]) else {
+            return nil
+        }
+        return (header, payload, signature, 0..<second)
+    }
+
+    /// The offsets of the two dots of `token`, or nil when it does not have exactly two.
+    static func dots(_ token: [UInt8]) -> (first: Int, second: Int)? {
+        // By memchr (a token is about a kilobyte: a byte-by-byte loop cost three instructions a byte).
         var first = -1, second = -1, dots = 0
         token.withUnsafeBytes { raw in
             guard let base = raw.baseAddress else { return }
@@ -40,12 +51,7 @@ public struct CompactJWS: Sendable {
                 from = offset + 1
             }
         }
-        guard dots == 2, second > 0,
-              let header = Base64URL.decode(token[0..<first]),
-              let payload = Base64URL.decode(token[(first + 1)..<second]),
-              let signature = Base64URL.decode(token[(second + 1)...]) else {
-            return nil
-        }
-        return (header, payload, signature, 0..<second)
+        guard dots == 2, second > 0 else { return nil }
+        return (first, second)
     }
 }

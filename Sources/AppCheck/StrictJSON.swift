@@ -83,18 +83,25 @@ public enum StrictJSON {
     /// for a top-level value that is not an object.
     static func scanObject(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth, maxBytes: Int = defaultMaxBytes,
                            into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
-        if bytes.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
+        try bytes.withUnsafeBufferPointer { (buffer) throws(ParseError) in
+            try scanObject(buffer, maxDepth: maxDepth, maxBytes: maxBytes, into: &slots, select: select)
+        }
+    }
+
+    /// `scanObject` on the bytes at `buffer`.
+    static func scanObject(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth,
+                           maxBytes: Int = defaultMaxBytes, into slots: inout MemberSlots,
+                           select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
+        if buffer.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
         // The first keys' positions for the duplicate check live on the stack (three words a key).
-        let result = bytes.withUnsafeBufferPointer { buffer in
-            withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Parser.linearKeys) { keys in
-                Result { () throws(ParseError) in
-                    var parser = Parser(bytes: buffer, maxDepth: maxDepth)
-                    parser.skipWhitespace()
-                    guard parser.peek == UInt8(ascii: "{") else { throw parser.fail(.syntax) }
-                    try parser.scanObject(into: &slots, select: select, keys: keys.baseAddress!)
-                    parser.skipWhitespace()
-                    if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
-                }
+        let result = withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Parser.linearKeys) { keys in
+            Result { () throws(ParseError) in
+                var parser = Parser(bytes: buffer, maxDepth: maxDepth)
+                parser.skipWhitespace()
+                guard parser.peek == UInt8(ascii: "{") else { throw parser.fail(.syntax) }
+                try parser.scanObject(into: &slots, select: select, keys: keys.baseAddress!)
+                parser.skipWhitespace()
+                if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
             }
         }
         try result.get()

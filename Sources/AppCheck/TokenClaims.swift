@@ -21,21 +21,16 @@ public struct TokenClaims: Sendable {
         }
     }
 
-    /// The decoded payload (strict JSON, an object).
-    let payloadBytes: [UInt8]
-    /// The payload object, members in document order, keys unique: parsed again from `payloadBytes` on each read
-    /// (the verification path never builds it).
-    public var payload: JSONValue { (try? StrictJSON.parse(payloadBytes)) ?? .object([]) }
-
     /// The replay key (docs/behaviour.md, replay protection) for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
     let signatureReplayKey: [UInt8]?
 
     let iss: Claim<String>
-    /// `aud`: an array whose members are kept as strings, `nil` for a member that is not a string.
-    let aud: Claim<[String?]>
+    /// `aud`: an array; its members that are strings, in order (`audAllStrings`: every member is one).
+    let aud: Claim<[String]>
+    let audAllStrings: Bool
     /// The `aud` members when every one is a string, else nil.
-    let audiences: [String]?
+    var audiences: [String]? { audAllStrings ? aud.value : nil }
     let sub: Claim<String>
     /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
     let subIsHeaderSafe: Bool
@@ -51,14 +46,24 @@ public struct TokenClaims: Sendable {
 
     /// From the payload's members as `StrictJSON.scanObject` kept them by `claimSlot` (slot `i`, `v<i>`, holds
     /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
-    init(slots found: StrictJSON.MemberSlots, payloadBytes: [UInt8], signatureReplayKey: () -> [UInt8]) {
-        self.payloadBytes = payloadBytes
+    init(slots found: StrictJSON.MemberSlots, signatureReplayKey: () -> [UInt8]) {
         iss = Claim(found.v0) { $0.stringValue }
-        aud = Claim(found.v1) { $0.arrayValue?.map(\.stringValue) }
-        if case .value(let members) = aud, !members.contains(where: { $0 == nil }) {
-            audiences = members.map { $0! }
-        } else {
-            audiences = nil
+        switch found.v1 {
+        case nil:
+            aud = .absent
+            audAllStrings = false
+        case .array(let members)?:
+            var strings: [String] = []
+            strings.reserveCapacity(members.count)
+            var all = true
+            for member in members {
+                if case .string(let value) = member { strings.append(value) } else { all = false }
+            }
+            aud = .value(strings)
+            audAllStrings = all
+        default:
+            aud = .wrongType
+            audAllStrings = false
         }
         sub = Claim(found.v2) { $0.stringValue }
         subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
