@@ -57,10 +57,27 @@ public enum Base64URL {
         if text.count % 4 == 1 { return nil }
         // The decode table is read through one pointer per call: a global read per character would cost a
         // lazy-initialisation check each time.
-        return decodeTable.withUnsafeBufferPointer { table in
-            decode(text, into: out, table: table.baseAddress!)
+        return quantumTable.withUnsafeBufferPointer { quantum in
+            decodeTable.withUnsafeBufferPointer { table in
+                decode(text, into: out, quantum: quantum.baseAddress!, table: table.baseAddress!)
+            }
         }
     }
+
+    /// Bit 24 of a `quantumTable` entry: the byte is not in the alphabet (above every 24-bit group, so it survives
+    /// the OR of a quantum's four entries).
+    private static let invalidBit: UInt32 = 1 << 24
+
+    /// `decodeTable` per position in a quantum: entry `256 * k + byte` is the byte's value shifted to its place in the
+    /// 24-bit group of four characters (18, 12, 6, 0 bits up for k = 0...3), or `invalidBit` for a byte outside the
+    /// alphabet. A quantum is then four loads and three ORs.
+    private static let quantumTable: [UInt32] = {
+        var table = [UInt32](repeating: invalidBit, count: 4 * 256)
+        for (value, byte) in alphabet.enumerated() {
+            for k in 0..<4 { table[256 * k + Int(byte)] = UInt32(value) << UInt32(18 - 6 * k) }
+        }
+        return table
+    }()
 
     /// 0...63 for an alphabet byte, 0xFF for every other byte value; built from `alphabet`, once.
     private static let decodeTable: [UInt8] = {
@@ -70,17 +87,31 @@ public enum Base64URL {
     }()
 
     private static func decode(_ text: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>,
-                               table: UnsafePointer<UInt8>) -> Int? {
+                               quantum: UnsafePointer<UInt32>, table: UnsafePointer<UInt8>) -> Int? {
         let count = text.count
         func value(_ byte: UInt8) -> UInt8 { table[Int(byte)] }
+        @inline(__always) func group(_ i: Int) -> UInt32 {
+            quantum[Int(text[i])] | quantum[256 + Int(text[i + 1])] | quantum[512 + Int(text[i + 2])]
+                | quantum[768 + Int(text[i + 3])]
+        }
         var i = 0, o = 0
-        // Whole quanta: 4 characters → 3 bytes. An invalid character makes its value 0xFF, whose high bits
-        // survive the OR below, so one check per quantum suffices.
-        while i + 4 <= count {
-            let a = value(text[i]), b = value(text[i + 1])
-            let c = value(text[i + 2]), d = value(text[i + 3])
-            if (a | b | c | d) & 0xC0 != 0 { return nil }
-            let n = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+        // Whole quanta: 4 characters → 3 bytes, two quanta a round while there are. An invalid character sets
+        // `invalidBit`, which survives the ORs, so one check per round suffices.
+        while i + 8 <= count {
+            let n = group(i), m = group(i + 4)
+            if (n | m) & invalidBit != 0 { return nil }
+            out[o] = UInt8(truncatingIfNeeded: n >> 16)
+            out[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+            out[o + 2] = UInt8(truncatingIfNeeded: n)
+            out[o + 3] = UInt8(truncatingIfNeeded: m >> 16)
+            out[o + 4] = UInt8(truncatingIfNeeded: m >> 8)
+            out[o + 5] = UInt8(truncatingIfNeeded: m)
+            i += 8
+            o += 6
+        }
+        if i + 4 <= count {
+            let n = group(i)
+            if n & invalidBit != 0 { return nil }
             out[o] = UInt8(truncatingIfNeeded: n >> 16)
             out[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
             out[o + 2] = UInt8(truncatingIfNeeded: n)
