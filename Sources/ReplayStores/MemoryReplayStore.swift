@@ -35,6 +35,11 @@ public final class MemoryReplayStore: ReplayStore {
             }
             a = words.0; b = words.1; c = words.2; d = words.3
         }
+
+        /// `a` alone feeds the dictionary's hasher: keys are SHA-256 output, so its first 64 bits are already
+        /// uniform, and the hasher's per-process seed keeps the buckets unpredictable. Equality still compares all
+        /// 256 bits.
+        func hash(into hasher: inout Hasher) { hasher.combine(a) }
     }
 
     struct Shard {
@@ -172,13 +177,21 @@ final class MemoryReplayClient: ReplayClient {
     }
 
     func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void) {
+        completion(take(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
+    }
+
+    func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult? {
+        take(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
+    }
+
+    private func take(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult {
         if sweepTimer == nil {
             // Armed lazily on first use, which is on the loop thread.
             let t = LoopTimer { [weak self] in self?.sweep() }
             sweepTimer = t
             loop.schedule(t, at: loop.now + .nanoseconds(store.sweepInterval))
         }
-        completion(store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
+        return store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
     }
 
     private func sweep() {

@@ -3,6 +3,7 @@ import EventLoop
 import Foundation
 import GatewayConfig
 import HTTPWire
+import ReplayStores
 
 /// The outcome of the App Check step: what to forward and log, and the refusal when there is one.
 struct AppCheckDecision {
@@ -227,17 +228,26 @@ final class AppCheckStep {
         guard let replay = context.replayClient else {
             return completion(storeUnavailable(outcome))
         }
-        replay.consume(key: verified.replayKey, expiresAt: verified.expiresAt + policy.clockSkew,
-                       issuedAt: verified.issuedAt - policy.clockSkew) { [weak self] result in
+        let expiresAt = verified.expiresAt + policy.clockSkew, issuedAt = verified.issuedAt - policy.clockSkew
+        // A store that answers at once (memory) is asked without a callback: no closure to allocate.
+        if let result = replay.consumeNow(key: verified.replayKey, expiresAt: expiresAt, issuedAt: issuedAt) {
+            return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
+                                             appId: verified.appId))
+        }
+        replay.consume(key: verified.replayKey, expiresAt: expiresAt, issuedAt: issuedAt) { [weak self] result in
             guard let self else { return }
-            switch result {
-            case .consumed:
-                completion(AppCheckDecision(outcome: outcome))
-            case .reused:
-                completion(self.refuse(route, .reused, fingerprint: fingerprint, appId: verified.appId))
-            case .unavailable:
-                completion(self.storeUnavailable(outcome))
-            }
+            completion(self.replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
+                                           appId: verified.appId))
+        }
+    }
+
+    /// The decision for a verified token once the replay store has answered.
+    private func replayDecision(_ result: ReplayResult, outcome: AppCheckOutcome, route: StepRoute,
+                                fingerprint: String?, appId: String) -> AppCheckDecision {
+        switch result {
+        case .consumed: AppCheckDecision(outcome: outcome)
+        case .reused: refuse(route, .reused, fingerprint: fingerprint, appId: appId)
+        case .unavailable: storeUnavailable(outcome)
         }
     }
 
