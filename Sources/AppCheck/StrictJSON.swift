@@ -281,6 +281,22 @@ public enum StrictJSON {
         @inline(__always)
         func plainStringEnd(from start: Int) -> Int {
             var scan = start
+            // Eight bytes a step while none of them can end the run (a byte below 0x20 or from 0x80, `"`, `\`);
+            // the bytewise loop below finds the exact end. Each test is exact as a yes/no (no word with such a
+            // byte passes it), so no end is skipped.
+            if let base = bytes.baseAddress {
+                let raw = UnsafeRawPointer(base)
+                let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+                while scan + 8 <= bytes.count {
+                    let word = raw.loadUnaligned(fromByteOffset: scan, as: UInt64.self)
+                    let quote = word ^ (ones &* 0x22), backslash = word ^ (ones &* 0x5C)
+                    let control = (word &- ones &* 0x20) & ~word          // some byte < 0x20
+                    let quoteZero = (quote &- ones) & ~quote             // some byte == 0x22
+                    let backslashZero = (backslash &- ones) & ~backslash // some byte == 0x5C
+                    if (word | control | quoteZero | backslashZero) & highs != 0 { break }
+                    scan += 8
+                }
+            }
             while scan < bytes.count {
                 let byte = bytes[scan]
                 guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else { break }

@@ -113,4 +113,38 @@ import Testing
         agree(big, maxBytes: 50)
         agree(big, maxBytes: big.count)
     }
+
+    /// Strings are scanned eight bytes a step: a byte that ends the plain run (a control byte, `"`, `\`, any byte from
+    /// 0x80) at every offset of strings up to 24 bytes long, as a kept value, a skipped value and a key.
+    @Test func everyStopByteAtEveryOffsetAgrees() {
+        let stops: [[UInt8]] = [[0x00], [0x1F], [0x20], [0x21], [0x22], [0x5C, 0x6E], [0x5C, 0x78], [0x5C], [0x7E], [0x7F],
+                                [0x80], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0xFF], [0x09], [0x0A]]
+        for length in 0..<24 {
+            for offset in 0...length {
+                for stop in stops {
+                    let text = Array(repeating: UInt8(ascii: "a"), count: offset) + stop
+                        + Array(repeating: UInt8(ascii: "b"), count: length - offset)
+                    let quoted = [UInt8(ascii: "\"")] + text + [UInt8(ascii: "\"")]
+                    // The value both must find (an oracle independent of the scanner they share), or nil for a
+                    // refusal: a control byte, a bare `"` (the string ends early), `\x`, a `\` that escapes the
+                    // closing quote, a byte that is not UTF-8.
+                    var expected: [UInt8]? = text
+                    switch stop {
+                    case [0x00], [0x1F], [0x09], [0x0A], [0x22], [0x5C, 0x78], [0x80], [0xFF]: expected = nil
+                    case [0x5C, 0x6E]: expected = Array(repeating: UInt8(ascii: "a"), count: offset) + [0x0A]
+                        + Array(repeating: UInt8(ascii: "b"), count: length - offset)
+                    case [0x5C]: expected = offset == length ? nil : Array(repeating: UInt8(ascii: "a"), count: offset) + [0x08]
+                        + Array(repeating: UInt8(ascii: "b"), count: length - offset - 1)
+                    default: break
+                    }
+                    let document = Array("{\"iss\":".utf8) + quoted + Array("}".utf8)
+                    #expect((try? StrictJSON.parse(document))?.member("iss") == expected.map { .string(String(decoding: $0, as: UTF8.self)) },
+                            "length \(length), offset \(offset), stop \(stop)")
+                    agree(document)
+                    agree(Array("{\"zz\":".utf8) + quoted + Array(",\"sub\":1}".utf8))
+                    agree(Array("{".utf8) + quoted + Array(":1,\"iss\":2}".utf8))
+                }
+            }
+        }
+    }
 }
