@@ -1,3 +1,5 @@
+import Glibc
+
 /// Checks 2 and 3 of docs/behaviour.md: splitting and decoding a compact JWS (RFC 7515 §7.1) and judging its header.
 ///
 /// Only the header is interpreted here; the payload is decoded (it must be a JSON object without duplicate
@@ -31,7 +33,11 @@ public enum AppCheckToken {
     /// `alg` missing or not exactly `RS256` → `unsupportedAlgorithm`; `typ` missing or not exactly `JWT` →
     /// `wrongType`; `kid` missing, not a string or empty → `malformed`; any of `forbiddenHeaders` present →
     /// `malformed`. An empty signature part is structurally fine and fails later as `badSignature`.
-    public static func parse(_ token: [UInt8]) -> Result<ParsedToken, AppCheckReason> {
+    ///
+    /// `headerMemo` (one per thread, an event loop's) remembers the last few header parts accepted: a token whose
+    /// header part is byte for byte one of them is not decoded and scanned again (the verdict is a function of those
+    /// bytes; the payload is judged as always).
+    public static func parse(_ token: [UInt8], headerMemo: HeaderMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
 
@@ -41,18 +47,32 @@ public enum AppCheckToken {
         // Header and payload are decoded onto the stack and checked as strict JSON objects in one pass each, exactly
         // as `StrictJSON.parse` would judge them (`CompactJWS.decode`), without building either: only the members
         // read below are kept. Both are judged before any header rule, so a fault in either is `malformed` first.
+        // A header part accepted before (`headerMemo`) passed every header rule: its kid is known.
+        let knownKid = headerMemo.flatMap { memo in
+            token.withUnsafeBytes { memo.kid(forHeaderPart: UnsafeRawBufferPointer(rebasing: $0[0..<firstDot])) }
+        }
         var header = StrictJSON.MemberSlots()
         var payload = StrictJSON.MemberSlots()
         let wellFormed = token.withUnsafeBytes { raw in
-            decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[0..<firstDot]), into: &header, select: headerSlot)
+            (knownKid != nil
+                || decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[0..<firstDot]), into: &header, select: headerSlot))
                 && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
                                  select: TokenClaims.claimSlot)
         }
         guard wellFormed else { return .failure(.malformed) }
-        guard let alg = header.v0, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
-        guard let typ = header.v1, typ.stringEquals(type) else { return .failure(.wrongType) }
-        guard let kid = header.v2?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
-        if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
+        let kid: String
+        if let knownKid {
+            kid = knownKid
+        } else {
+            guard let alg = header.v0, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
+            guard let typ = header.v1, typ.stringEquals(type) else { return .failure(.wrongType) }
+            guard let headerKid = header.v2?.stringValue, !headerKid.isEmpty else { return .failure(.malformed) }
+            if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
+            kid = headerKid
+            if let headerMemo {
+                token.withUnsafeBytes { headerMemo.remember(UnsafeRawBufferPointer(rebasing: $0[0..<firstDot]), kid: kid) }
+            }
+        }
 
         let signingInputRange = 0..<secondDot
         let claims = TokenClaims(slots: payload) {
@@ -78,6 +98,38 @@ public enum AppCheckToken {
                 return true
             } catch {
                 return false
+            }
+        }
+    }
+
+    /// The header parts (base64url text, before the first dot) that `parse` last accepted, with their `kid`: at most
+    /// `capacity`, the oldest replaced first. Firebase signs with a handful of keys, so its tokens carry a handful of
+    /// headers. Confined to one thread (an event loop's).
+    public final class HeaderMemo {
+        static let capacity = 4
+        private var entries: [(part: [UInt8], kid: String)] = []
+        private var next = 0
+
+        public init() {}
+
+        /// The `kid` of `part` when it is, byte for byte, a header part accepted before.
+        func kid(forHeaderPart part: UnsafeRawBufferPointer) -> String? {
+            guard let base = part.baseAddress, part.count > 0 else { return nil }
+            for entry in entries where entry.part.count == part.count {
+                if entry.part.withUnsafeBytes({ memcmp($0.baseAddress!, base, part.count) }) == 0 { return entry.kid }
+            }
+            return nil
+        }
+
+        /// Remembers an accepted header part and its `kid`.
+        func remember(_ part: UnsafeRawBufferPointer, kid: String) {
+            guard part.count > 0 else { return }
+            let entry = (part: [UInt8](part), kid: kid)
+            if entries.count < Self.capacity {
+                entries.append(entry)
+            } else {
+                entries[next] = entry
+                next = (next + 1) % Self.capacity
             }
         }
     }

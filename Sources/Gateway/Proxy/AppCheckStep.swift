@@ -59,6 +59,8 @@ final class AppCheckStep {
     private let contextRef: Unretained<LoopContext>
     var context: LoopContext { @inline(__always) get { contextRef.value } }
     private var cache: TokenCache
+    /// The header parts of the tokens this loop parsed last (`AppCheckToken.HeaderMemo`).
+    private let headerMemo = AppCheckToken.HeaderMemo()
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
     private var waiterTimer: LoopTimer!
 
@@ -170,7 +172,7 @@ final class AppCheckStep {
         // `token_sha256` is for the access log: computed only when a log line will carry it.
         let fingerprint = context.logSink.enabled(.info) ? Self.fingerprint(token) : nil
         let parsed: ParsedToken
-        switch AppCheckToken.parse(token) {
+        switch AppCheckToken.parse(token, headerMemo: headerMemo) {
         case .success(let p): parsed = p
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
