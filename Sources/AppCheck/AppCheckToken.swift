@@ -75,7 +75,7 @@ public enum AppCheckToken {
         }
 
         let signingInputRange = 0..<secondDot
-        let claims = TokenClaims(slots: payload) {
+        let claims = TokenClaims(slots: &payload) {
             var material = Array(token[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)

@@ -46,9 +46,10 @@ public struct TokenClaims: Sendable {
 
     /// From the payload's members as `StrictJSON.scanObject` kept them by `claimSlot` (slot `i`, `v<i>`, holds
     /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
-    init(slots found: StrictJSON.MemberSlots, signatureReplayKey: () -> [UInt8]) {
-        iss = Claim(found.v0) { $0.stringValue }
-        switch found.v1 {
+    /// The values are moved out of `found` (left empty), not copied.
+    init(slots found: inout StrictJSON.MemberSlots, signatureReplayKey: () -> [UInt8]) {
+        iss = Claim(found.v0.take()) { $0.stringValue }
+        switch found.v1.take() {
         case nil:
             aud = .absent
             audAllStrings = false
@@ -65,14 +66,14 @@ public struct TokenClaims: Sendable {
             aud = .wrongType
             audAllStrings = false
         }
-        sub = Claim(found.v2) { $0.stringValue }
+        sub = Claim(found.v2.take()) { $0.stringValue }
         subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
-        exp = Claim(found.v3) { $0.numberValue }
-        iat = Claim(found.v4) { $0.numberValue }
-        nbf = Claim(found.v5) { $0.numberValue }
-        jti = Claim(found.v6) { $0.stringValue }
-        provider = Claim(found.v7) { $0.stringValue }
-        risk = Claim(found.v8) { $0.numberValue }
+        exp = Claim(found.v3.take()) { $0.numberValue }
+        iat = Claim(found.v4.take()) { $0.numberValue }
+        nbf = Claim(found.v5.take()) { $0.numberValue }
+        jti = Claim(found.v6.take()) { $0.stringValue }
+        provider = Claim(found.v7.take()) { $0.stringValue }
+        risk = Claim(found.v8.take()) { $0.numberValue }
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
             jtiReplayKey = Self.jtiReplayKey(sub: sub, jti: jti)
