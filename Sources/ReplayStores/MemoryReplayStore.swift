@@ -139,6 +139,18 @@ public final class MemoryReplayStore: ReplayStore {
         let prune = pruneOnInsert
         let result: ReplayResult = shards[Int(key[0]) & (Self.shardCount - 1)].mutex.withLock { shard in
             shard.prune(now: now, limit: prune)
+            // Below the bound, one hash and probe: insert, and put the old expiry back when it still holds.
+            if shard.entries.count < limit {
+                if let existing = shard.entries.updateValue(expiresAt, forKey: k) {
+                    if existing > now {
+                        shard.entries[k] = existing
+                        return .reused
+                    }
+                    // Expired but not pruned yet: free; the old heap element becomes stale.
+                }
+                shard.pushHeap((expiresAt, k))
+                return .consumed
+            }
             if let existing = shard.entries[k] {
                 if existing > now { return .reused }
                 // Expired but not pruned yet: free; the old heap element becomes stale.
