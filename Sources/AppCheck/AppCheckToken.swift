@@ -34,10 +34,11 @@ public enum AppCheckToken {
     /// `wrongType`; `kid` missing, not a string or empty → `malformed`; any of `forbiddenHeaders` present →
     /// `malformed`. An empty signature part is structurally fine and fails later as `badSignature`.
     ///
-    /// `headerMemo` (one per thread, an event loop's) remembers the last few header parts accepted: a token whose
+    /// `memo` (one per thread, an event loop's) remembers the last few header parts accepted: a token whose
     /// header part is byte for byte one of them is not decoded and scanned again (the verdict is a function of those
-    /// bytes; the payload is judged as always).
-    public static func parse(_ token: [UInt8], headerMemo: HeaderMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
+    /// bytes; the payload is judged as always). It also lends the payload's `iss`, `sub` and `aud` strings when their
+    /// bytes are those of recent ones (the same values, without making new Strings).
+    public static func parse(_ token: [UInt8], memo: ParseMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
 
@@ -47,8 +48,8 @@ public enum AppCheckToken {
         // Header and payload are decoded onto the stack and checked as strict JSON objects in one pass each, exactly
         // as `StrictJSON.parse` would judge them (`CompactJWS.decode`), without building either: only the members
         // read below are kept. Both are judged before any header rule, so a fault in either is `malformed` first.
-        // A header part accepted before (`headerMemo`) passed every header rule: its kid is known.
-        let knownKid = headerMemo.flatMap { memo in
+        // A header part accepted before (`memo`) passed every header rule: its kid is known.
+        let knownKid = memo.flatMap { memo in
             token.withUnsafeBytes { memo.kid(forHeaderPart: UnsafeRawBufferPointer(rebasing: $0[0..<firstDot])) }
         }
         var header = StrictJSON.MemberSlots()
@@ -57,6 +58,7 @@ public enum AppCheckToken {
             (knownKid != nil
                 || decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[0..<firstDot]), into: &header, select: headerSlot))
                 && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
+                                 strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots,
                                  select: TokenClaims.claimSlot)
         }
         guard wellFormed else { return .failure(.malformed) }
@@ -69,8 +71,8 @@ public enum AppCheckToken {
             guard let headerKid = header.v2?.stringValue, !headerKid.isEmpty else { return .failure(.malformed) }
             if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
             kid = headerKid
-            if let headerMemo {
-                token.withUnsafeBytes { headerMemo.remember(UnsafeRawBufferPointer(rebasing: $0[0..<firstDot]), kid: kid) }
+            if let memo {
+                token.withUnsafeBytes { memo.remember(UnsafeRawBufferPointer(rebasing: $0[0..<firstDot]), kid: kid) }
             }
         }
 
@@ -88,13 +90,14 @@ public enum AppCheckToken {
     /// Decodes one base64url part onto the stack and scans it as a strict JSON object of at most `maxLength` bytes
     /// (`StrictJSON.scanObject`); false on any fault.
     static func decodeAndScan(_ part: UnsafeRawBufferPointer, into slots: inout StrictJSON.MemberSlots,
+                              strings: StrictJSON.StringMemo? = nil, memoSlots: Int = 0,
                               select: (JSONValue.ShortKey?) -> Int) -> Bool {
         guard let capacity = Base64URL.decodedCount(part.count) else { return false }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(capacity, 1)) { buffer in
             guard let count = Base64URL.decode(part, into: buffer.baseAddress!) else { return false }
             do {
                 try StrictJSON.scanObject(UnsafeBufferPointer(rebasing: buffer[..<count]), maxBytes: maxLength,
-                                          into: &slots, select: select)
+                                          into: &slots, strings: strings, memoSlots: memoSlots, select: select)
                 return true
             } catch {
                 return false
@@ -102,13 +105,15 @@ public enum AppCheckToken {
         }
     }
 
-    /// The header parts (base64url text, before the first dot) that `parse` last accepted, with their `kid`: at most
-    /// `capacity`, the oldest replaced first. Firebase signs with a handful of keys, so its tokens carry a handful of
-    /// headers. Confined to one thread (an event loop's).
-    public final class HeaderMemo {
+    /// What `parse` remembers between tokens, for one thread (an event loop's): the header parts (base64url text,
+    /// before the first dot) it last accepted, with their `kid` (at most `capacity`, the oldest replaced first:
+    /// Firebase signs with a handful of keys, so its tokens carry a handful of headers), and recent `iss`, `sub` and
+    /// `aud` strings (`claimStrings`).
+    public final class ParseMemo {
         static let capacity = 4
         private var entries: [(part: [UInt8], kid: String)] = []
         private var next = 0
+        let claimStrings = StrictJSON.StringMemo()
 
         public init() {}
 

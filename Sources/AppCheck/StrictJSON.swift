@@ -74,6 +74,53 @@ public enum StrictJSON {
         }
     }
 
+    /// A few strings to hand out again (one thread's, not shared): `scanObject` gives a plain printable-ASCII string
+    /// of a chosen member whose bytes equal one of them that String (its storage shared), else a new one that it
+    /// remembers, the oldest replaced first. The value is the same either way.
+    final class StringMemo {
+        static let capacity = 8
+        /// Each remembered string with a copy of its bytes (owned here), read in place: looking one up retains
+        /// nothing but the String it returns.
+        private struct Entry {
+            let bytes: UnsafeMutablePointer<UInt8>
+            let count: Int
+            let string: String
+        }
+        private var entries: [Entry] = []
+        private var next = 0
+
+        init() {}
+
+        deinit {
+            for entry in entries { entry.bytes.deallocate() }
+        }
+
+        /// The String of the plain ASCII `bytes`: a remembered one, or a new one, then remembered.
+        func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+            let count = bytes.count
+            guard let base = bytes.baseAddress, count > 0 else { return "" }
+            let found = entries.withUnsafeBufferPointer { stored -> Int in
+                for i in stored.indices where stored[i].count == count && memcmp(stored[i].bytes, base, count) == 0 {
+                    return i
+                }
+                return -1
+            }
+            if found >= 0 { return entries[found].string }
+            let string = String(decoding: bytes, as: UTF8.self)
+            let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
+            copy.initialize(from: base, count: count)
+            let entry = Entry(bytes: copy, count: count, string: string)
+            if entries.count < Self.capacity {
+                entries.append(entry)
+            } else {
+                entries[next].bytes.deallocate()
+                entries[next] = entry
+                next = (next + 1) % Self.capacity
+            }
+            return string
+        }
+    }
+
     /// Checks that `bytes` is one JSON object spanning the whole input under exactly the rules of `parse` (the same
     /// grammar, UTF-8, escape, number, depth and size rules, duplicate keys compared after unescaping with `String`
     /// equality), without building it: only the values of the members that `select` gives a slot
@@ -88,9 +135,11 @@ public enum StrictJSON {
         }
     }
 
-    /// `scanObject` on the bytes at `buffer`.
+    /// `scanObject` on the bytes at `buffer`. The plain strings in the values of the slots in `memoSlots` (bit `i`
+    /// for slot `i`) come from `strings` when it is given.
     static func scanObject(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth,
                            maxBytes: Int = defaultMaxBytes, into slots: inout MemberSlots,
+                           strings: StringMemo? = nil, memoSlots: Int = 0,
                            select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
         if buffer.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
         // The first keys' positions for the duplicate check live on the stack (three words a key).
@@ -99,7 +148,8 @@ public enum StrictJSON {
                 var parser = Parser(bytes: buffer, maxDepth: maxDepth)
                 parser.skipWhitespace()
                 guard parser.peek == UInt8(ascii: "{") else { throw parser.fail(.syntax) }
-                try parser.scanObject(into: &slots, select: select, keys: keys.baseAddress!)
+                parser.strings = strings
+                try parser.scanObject(into: &slots, select: select, memoSlots: memoSlots, keys: keys.baseAddress!)
                 parser.skipWhitespace()
                 if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
             }
@@ -111,6 +161,9 @@ public enum StrictJSON {
         let bytes: UnsafeBufferPointer<UInt8>
         let maxDepth: Int
         var position = 0
+        /// Where `parseString` takes plain strings from while `memoizing` (`StrictJSON.scanObject`).
+        var strings: StringMemo? = nil
+        var memoizing = false
 
         init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
             self.bytes = bytes
@@ -202,7 +255,7 @@ public enum StrictJSON {
         /// Two plain keys are equal exactly when their bytes are (ASCII text has one canonical form); a pair with
         /// another key compares as Strings, as `parseObject` does (a non-ASCII key may be canonically equivalent to
         /// an ASCII one: U+212A KELVIN SIGN and "K").
-        mutating func scanObject(into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int,
+        mutating func scanObject(into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int, memoSlots: Int,
                                  keys: UnsafeMutablePointer<Int>) throws(ParseError) {
             let depth = 1
             if depth > maxDepth { throw fail(.tooDeep) }
@@ -263,7 +316,9 @@ public enum StrictJSON {
                 skipWhitespace()
                 let slot = select(short)
                 if slot >= 0 && slot < MemberSlots.count {
+                    memoizing = strings != nil && (memoSlots >> slot) & 1 != 0
                     slots.set(slot, try parseValue(depth: depth))
+                    memoizing = false
                 } else {
                     try skipValue(depth: depth)
                 }
@@ -393,7 +448,9 @@ public enum StrictJSON {
             let scan = plainStringEnd(from: start)
             if scan < bytes.count && bytes[scan] == UInt8(ascii: "\"") {
                 position = scan + 1
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self)
+                let plain = UnsafeBufferPointer(rebasing: bytes[start..<scan])
+                if memoizing, let strings { return strings.string(plain) }
+                return String(decoding: plain, as: UTF8.self)
             }
             var out: [UInt8] = []
             out.reserveCapacity(scan - start + 16)

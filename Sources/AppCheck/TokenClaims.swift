@@ -98,6 +98,10 @@ public struct TokenClaims: Sendable {
         }
     }
 
+    /// The slots whose plain strings `parse` may take from its memo (`StrictJSON.StringMemo`): `iss`, `aud` and `sub`,
+    /// which repeat from token to token (`jti` never does).
+    static let memoSlots = 1 << 0 | 1 << 1 | 1 << 2
+
     /// The slot of a payload member for `StrictJSON.scanObject`: its index in `claimNames`, -1 for any other.
     static func claimSlot(_ key: JSONValue.ShortKey?) -> Int {
         guard let key else { return -1 }

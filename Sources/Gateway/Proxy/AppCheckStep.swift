@@ -59,8 +59,8 @@ final class AppCheckStep {
     private let contextRef: Unretained<LoopContext>
     var context: LoopContext { @inline(__always) get { contextRef.value } }
     private var cache: TokenCache
-    /// The header parts of the tokens this loop parsed last (`AppCheckToken.HeaderMemo`).
-    private let headerMemo = AppCheckToken.HeaderMemo()
+    /// What this loop's token parsing remembers: recent header parts and claim strings (`AppCheckToken.ParseMemo`).
+    private let parseMemo = AppCheckToken.ParseMemo()
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
     private var waiterTimer: LoopTimer!
 
@@ -172,7 +172,7 @@ final class AppCheckStep {
         // `token_sha256` is for the access log: computed only when a log line will carry it.
         let fingerprint = context.logSink.enabled(.info) ? Self.fingerprint(token) : nil
         let parsed: ParsedToken
-        switch AppCheckToken.parse(token, headerMemo: headerMemo) {
+        switch AppCheckToken.parse(token, memo: parseMemo) {
         case .success(let p): parsed = p
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
