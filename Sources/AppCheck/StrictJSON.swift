@@ -142,8 +142,8 @@ public enum StrictJSON {
                            strings: StringMemo? = nil, memoSlots: Int = 0,
                            select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
         if buffer.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
-        // The first keys' positions for the duplicate check live on the stack (three words a key).
-        let result = withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * Parser.linearKeys) { keys in
+        // The first keys' positions for the duplicate check live on the stack (four words a key).
+        let result = withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * Parser.linearKeys) { keys in
             Result { () throws(ParseError) in
                 var parser = Parser(bytes: buffer, maxDepth: maxDepth)
                 parser.skipWhitespace()
@@ -248,11 +248,12 @@ public enum StrictJSON {
         static let linearKeys = 16
 
         /// The top-level object of `StrictJSON.scanObject` (depth 1, as `parseValue(depth: 0)` gives it), at its `{`.
-        /// `keys` has room for `3 * linearKeys` words.
+        /// `keys` has room for `4 * linearKeys` words.
         ///
-        /// The keys so far, for the duplicate check, are three words each: start and end in the input and -1 for a
-        /// plain printable-ASCII key (no String made), or the index in `texts` of the unescaped String of any other.
-        /// Two plain keys are equal exactly when their bytes are (ASCII text has one canonical form); a pair with
+        /// The keys so far, for the duplicate check, are four words each: start and end in the input; -1 for a plain
+        /// printable-ASCII key (no String made), or the index in `texts` of the unescaped String of any other; and a
+        /// plain key's bytes packed (`JSONValue.ShortKey.bits`) when it has at most 8, which two such keys of one
+        /// length compare instead. Two plain keys are equal exactly when their bytes are (ASCII text has one canonical form); a pair with
         /// another key compares as Strings, as `parseObject` does (a non-ASCII key may be canonically equivalent to
         /// an ASCII one: U+212A KELVIN SIGN and "K").
         mutating func scanObject(into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int, memoSlots: Int,
@@ -288,22 +289,30 @@ public enum StrictJSON {
                 }
                 if count < Self.linearKeys {
                     for k in 0..<count {
-                        let otherStart = keys[3 * k], otherEnd = keys[3 * k + 1], otherIndex = keys[3 * k + 2]
+                        let otherStart = keys[4 * k], otherEnd = keys[4 * k + 1], otherIndex = keys[4 * k + 2]
                         let same: Bool
                         if otherIndex < 0 && index < 0 {
-                            same = otherEnd - otherStart == end - start
-                                && memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, end - start) == 0
+                            let length = end - start
+                            if length != otherEnd - otherStart {
+                                same = false
+                            } else if let short {
+                                // Plain keys of up to 8 bytes (every claim name) compare as their packed bytes.
+                                same = UInt64(bitPattern: Int64(keys[4 * k + 3])) == short.bits
+                            } else {
+                                same = memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, length) == 0
+                            }
                         } else {
                             same = text(otherStart, otherEnd, otherIndex) == text(start, end, index)
                         }
                         if same { throw ParseError(kind: .duplicateKey, offset: keyOffset) }
                     }
-                    keys[3 * count] = start
-                    keys[3 * count + 1] = end
-                    keys[3 * count + 2] = index
+                    keys[4 * count] = start
+                    keys[4 * count + 1] = end
+                    keys[4 * count + 2] = index
+                    keys[4 * count + 3] = Int(Int64(bitPattern: short?.bits ?? 0))
                 } else {
                     if seen == nil {
-                        seen = Set((0..<count).map { k in text(keys[3 * k], keys[3 * k + 1], keys[3 * k + 2]) })
+                        seen = Set((0..<count).map { k in text(keys[4 * k], keys[4 * k + 1], keys[4 * k + 2]) })
                     }
                     if !seen!.insert(text(start, end, index)).inserted {
                         throw ParseError(kind: .duplicateKey, offset: keyOffset)
@@ -385,6 +394,8 @@ public enum StrictJSON {
             var values: [JSONValue] = []
             skipWhitespace()
             if peek == UInt8(ascii: "]") { position += 1; return .array(values) }
+            // One allocation for a short array (a token's `aud` has one or two members) instead of growing 1, 2, 4.
+            values.reserveCapacity(4)
             while true {
                 skipWhitespace()
                 values.append(try parseValue(depth: depth))
