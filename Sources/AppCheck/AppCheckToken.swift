@@ -1,3 +1,5 @@
+import Glibc
+
 /// Checks 2 and 3 of docs/behaviour.md: splitting and decoding a compact JWS (RFC 7515 §7.1) and judging its header.
 ///
 /// Only the header is interpreted here; the payload is decoded (it must be a JSON object without duplicate
@@ -31,41 +33,122 @@ public enum AppCheckToken {
     /// `alg` missing or not exactly `RS256` → `unsupportedAlgorithm`; `typ` missing or not exactly `JWT` →
     /// `wrongType`; `kid` missing, not a string or empty → `malformed`; any of `forbiddenHeaders` present →
     /// `malformed`. An empty signature part is structurally fine and fails later as `badSignature`.
-    public static func parse(_ token: [UInt8]) -> Result<ParsedToken, AppCheckReason> {
+    ///
+    /// `memo` (one per thread, an event loop's) remembers the last few header parts accepted: a token whose
+    /// header part is byte for byte one of them is not decoded and scanned again (the verdict is a function of those
+    /// bytes; the payload is judged as always). It also lends the payload's `iss`, `sub` and `aud` strings when their
+    /// bytes are those of recent ones (the same values, without making new Strings).
+    public static func parse(_ token: [UInt8], memo: ParseMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
 
-        guard let jws = CompactJWS.decode(token, maxJSONBytes: maxLength) else { return .failure(.malformed) }
-        let header = jws.header, payload = jws.payload, signature = jws.signature
+        guard let (firstDot, secondDot) = CompactJWS.dots(token),
+              let signature = Base64URL.decode(token[(secondDot + 1)...]) else { return .failure(.malformed) }
 
-        // One pass over the header's members (keys are unique): alg, typ, kid and the forbidden ones.
-        var alg: JSONValue?, typ: JSONValue?, kidValue: JSONValue?, forbidden = false
-        if case .object(let members) = header {
-            for member in members {
-                guard let short = JSONValue.ShortKey(member.key) else { continue }
-                switch short {
-                case Self.algKey: alg = member.value
-                case Self.typKey: typ = member.value
-                case Self.kidKey: kidValue = member.value
-                default: if Self.forbiddenKeys.contains(short) { forbidden = true }
-                }
+        // Header and payload are decoded onto the stack and checked as strict JSON objects in one pass each, exactly
+        // as `StrictJSON.parse` would judge them (`CompactJWS.decode`), without building either: only the members
+        // read below are kept. Both are judged before any header rule, so a fault in either is `malformed` first.
+        // A header part accepted before (`memo`) passed every header rule: its kid is known.
+        let knownKid = memo.flatMap { memo in
+            token.withUnsafeBytes { memo.kid(forHeaderPart: UnsafeRawBufferPointer(rebasing: $0[0..<firstDot])) }
+        }
+        var header = StrictJSON.MemberSlots()
+        var payload = StrictJSON.MemberSlots()
+        let wellFormed = token.withUnsafeBytes { raw in
+            (knownKid != nil
+                || decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[0..<firstDot]), into: &header, select: headerSlot))
+                && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
+                                 strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots,
+                                 select: TokenClaims.claimSlot)
+        }
+        guard wellFormed else { return .failure(.malformed) }
+        let kid: String
+        if let knownKid {
+            kid = knownKid
+        } else {
+            guard let alg = header.v0, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
+            guard let typ = header.v1, typ.stringEquals(type) else { return .failure(.wrongType) }
+            guard let headerKid = header.v2?.stringValue, !headerKid.isEmpty else { return .failure(.malformed) }
+            if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
+            kid = headerKid
+            if let memo {
+                token.withUnsafeBytes { memo.remember(UnsafeRawBufferPointer(rebasing: $0[0..<firstDot]), kid: kid) }
             }
         }
-        guard let alg, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
-        guard let typ, typ.stringEquals(type) else { return .failure(.wrongType) }
-        guard let kid = kidValue?.stringValue, !kid.isEmpty else { return .failure(.malformed) }
-        if forbidden { return .failure(.malformed) }
 
-        let signingInputRange = jws.signingInputRange
-        let claims = TokenClaims(payload: payload) {
+        let signingInputRange = 0..<secondDot
+        let claims = TokenClaims(slots: &payload) {
             var material = Array(token[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)
             return SHA256Digest.hash(material)
         }
-        return .success(ParsedToken(token: token, kid: kid, header: header,
-                                    claims: claims,
+        return .success(ParsedToken(token: token, kid: kid, firstDot: firstDot, claims: claims,
                                     signature: signature, signingInputRange: signingInputRange))
+    }
+
+    /// Decodes one base64url part onto the stack and scans it as a strict JSON object of at most `maxLength` bytes
+    /// (`StrictJSON.scanObject`); false on any fault.
+    static func decodeAndScan(_ part: UnsafeRawBufferPointer, into slots: inout StrictJSON.MemberSlots,
+                              strings: StrictJSON.StringMemo? = nil, memoSlots: Int = 0,
+                              select: (JSONValue.ShortKey?) -> Int) -> Bool {
+        guard let capacity = Base64URL.decodedCount(part.count) else { return false }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(capacity, 1)) { buffer in
+            guard let count = Base64URL.decode(part, into: buffer.baseAddress!) else { return false }
+            do {
+                try StrictJSON.scanObject(UnsafeBufferPointer(rebasing: buffer[..<count]), maxBytes: maxLength,
+                                          into: &slots, strings: strings, memoSlots: memoSlots, select: select)
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+
+    /// What `parse` remembers between tokens, for one thread (an event loop's): the header parts (base64url text,
+    /// before the first dot) it last accepted, with their `kid` (at most `capacity`, the oldest replaced first:
+    /// Firebase signs with a handful of keys, so its tokens carry a handful of headers), and recent `iss`, `sub` and
+    /// `aud` strings (`claimStrings`).
+    public final class ParseMemo {
+        static let capacity = 4
+        private var entries: [(part: [UInt8], kid: String)] = []
+        private var next = 0
+        let claimStrings = StrictJSON.StringMemo()
+
+        public init() {}
+
+        /// The `kid` of `part` when it is, byte for byte, a header part accepted before.
+        func kid(forHeaderPart part: UnsafeRawBufferPointer) -> String? {
+            guard let base = part.baseAddress, part.count > 0 else { return nil }
+            for entry in entries where entry.part.count == part.count {
+                if entry.part.withUnsafeBytes({ memcmp($0.baseAddress!, base, part.count) }) == 0 { return entry.kid }
+            }
+            return nil
+        }
+
+        /// Remembers an accepted header part and its `kid`.
+        func remember(_ part: UnsafeRawBufferPointer, kid: String) {
+            guard part.count > 0 else { return }
+            let entry = (part: [UInt8](part), kid: kid)
+            if entries.count < Self.capacity {
+                entries.append(entry)
+            } else {
+                entries[next] = entry
+                next = (next + 1) % Self.capacity
+            }
+        }
+    }
+
+    /// The header members `parse` reads, by slot: `alg` 0, `typ` 1, `kid` 2, any of `forbiddenHeaders` 3 (one
+    /// slot: its presence is the fault); -1 for the others.
+    static func headerSlot(_ key: JSONValue.ShortKey?) -> Int {
+        guard let key else { return -1 }
+        switch key {
+        case algKey: return 0
+        case typKey: return 1
+        case kidKey: return 2
+        default: return forbiddenKeys.contains(key) ? 3 : -1
+        }
     }
 
     /// Parses the UTF-8 of `token`; see `parse(_:)` for `[UInt8]`.

@@ -42,7 +42,7 @@ public enum AppCheckVerifier {
 
         guard case .value(let audMembers) = claims.aud else { return .failure(.malformed) }
         for required in policy.requiredAudiences
-        where !audMembers.contains(where: { $0.map { utf8Equal($0, required) } ?? false }) {
+        where !audMembers.contains(where: { utf8Equal($0, required) }) {
             return .failure(.wrongAudience)
         }
 

@@ -36,15 +36,48 @@ public enum Base64URL {
 
     /// Decodes strict, unpadded, canonical base64url from raw bytes; `nil` on any deviation.
     public static func decode(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
-        let count = text.count
+        guard let outCount = decodedCount(text.count) else { return nil }
+        if outCount == 0 { return [] }
+        var valid = true
+        let out = [UInt8](unsafeUninitializedCapacity: outCount) { out, initialized in
+            if let written = decode(text, into: out.baseAddress!) { initialized = written } else { valid = false; initialized = 0 }
+        }
+        return valid ? out : nil
+    }
+
+    /// How many bytes `count` characters of base64url decode to; nil for a length no encoding has (1 mod 4).
+    static func decodedCount(_ count: Int) -> Int? {
         if count % 4 == 1 { return nil }
-        let outCount = count / 4 * 3 + max(0, count % 4 - 1)
+        return count / 4 * 3 + max(0, count % 4 - 1)
+    }
+
+    /// Decodes `text` (strict, unpadded, canonical) into `out`, which has room for `decodedCount(text.count)`
+    /// bytes: the number written, or nil on any deviation (then `out` holds garbage).
+    static func decode(_ text: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>) -> Int? {
+        if text.count % 4 == 1 { return nil }
         // The decode table is read through one pointer per call: a global read per character would cost a
         // lazy-initialisation check each time.
-        return decodeTable.withUnsafeBufferPointer { table in
-            decode(text, outCount: outCount, table: table.baseAddress!)
+        return quantumTable.withUnsafeBufferPointer { quantum in
+            decodeTable.withUnsafeBufferPointer { table in
+                decode(text, into: out, quantum: quantum.baseAddress!, table: table.baseAddress!)
+            }
         }
     }
+
+    /// Bit 24 of a `quantumTable` entry: the byte is not in the alphabet (above every 24-bit group, so it survives
+    /// the OR of a quantum's four entries).
+    private static let invalidBit: UInt32 = 1 << 24
+
+    /// `decodeTable` per position in a quantum: entry `256 * k + byte` is the byte's value shifted to its place in the
+    /// 24-bit group of four characters (18, 12, 6, 0 bits up for k = 0...3), or `invalidBit` for a byte outside the
+    /// alphabet. A quantum is then four loads and three ORs.
+    private static let quantumTable: [UInt32] = {
+        var table = [UInt32](repeating: invalidBit, count: 4 * 256)
+        for (value, byte) in alphabet.enumerated() {
+            for k in 0..<4 { table[256 * k + Int(byte)] = UInt32(value) << UInt32(18 - 6 * k) }
+        }
+        return table
+    }()
 
     /// 0...63 for an alphabet byte, 0xFF for every other byte value; built from `alphabet`, once.
     private static let decodeTable: [UInt8] = {
@@ -53,48 +86,57 @@ public enum Base64URL {
         return table
     }()
 
-    private static func decode(_ text: UnsafeRawBufferPointer, outCount: Int, table: UnsafePointer<UInt8>) -> [UInt8]? {
+    private static func decode(_ text: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>,
+                               quantum: UnsafePointer<UInt32>, table: UnsafePointer<UInt8>) -> Int? {
         let count = text.count
         func value(_ byte: UInt8) -> UInt8 { table[Int(byte)] }
-        var valid = true
-        let out = [UInt8](unsafeUninitializedCapacity: outCount) { out, initialized in
-            var i = 0, o = 0
-            // Whole quanta: 4 characters → 3 bytes. An invalid character makes its value 0xFF, whose high bits
-            // survive the OR below, so one check per quantum suffices.
-            while i + 4 <= count {
-                let a = value(text[i]), b = value(text[i + 1])
-                let c = value(text[i + 2]), d = value(text[i + 3])
-                if (a | b | c | d) & 0xC0 != 0 { valid = false; break }
-                let n = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-                out[o] = UInt8(truncatingIfNeeded: n >> 16)
-                out[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
-                out[o + 2] = UInt8(truncatingIfNeeded: n)
-                i += 4
-                o += 3
-            }
-            if valid && i < count {
-                // 2 characters → 1 byte (4 leftover bits), 3 → 2 bytes (2 leftover bits); a canonical encoder
-                // leaves the leftover bits zero.
-                let rest = count - i
-                let a = value(text[i]), b = value(text[i + 1])
-                let c = rest == 3 ? value(text[i + 2]) : 0
-                if (a | b | c) & 0xC0 != 0 {
-                    valid = false
-                } else if rest == 2 {
-                    if b & 0x0F != 0 { valid = false } else { out[o] = a << 2 | b >> 4; o += 1 }
-                } else {
-                    if c & 0x03 != 0 {
-                        valid = false
-                    } else {
-                        out[o] = a << 2 | b >> 4
-                        out[o + 1] = (b & 0x0F) << 4 | c >> 2
-                        o += 2
-                    }
-                }
-            }
-            initialized = valid ? o : 0
+        @inline(__always) func group(_ i: Int) -> UInt32 {
+            quantum[Int(text[i])] | quantum[256 + Int(text[i + 1])] | quantum[512 + Int(text[i + 2])]
+                | quantum[768 + Int(text[i + 3])]
         }
-        return valid ? out : nil
+        var i = 0, o = 0
+        // Whole quanta: 4 characters → 3 bytes, two quanta a round while there are. An invalid character sets
+        // `invalidBit`, which survives the ORs, so one check per round suffices.
+        while i + 8 <= count {
+            let n = group(i), m = group(i + 4)
+            if (n | m) & invalidBit != 0 { return nil }
+            out[o] = UInt8(truncatingIfNeeded: n >> 16)
+            out[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+            out[o + 2] = UInt8(truncatingIfNeeded: n)
+            out[o + 3] = UInt8(truncatingIfNeeded: m >> 16)
+            out[o + 4] = UInt8(truncatingIfNeeded: m >> 8)
+            out[o + 5] = UInt8(truncatingIfNeeded: m)
+            i += 8
+            o += 6
+        }
+        if i + 4 <= count {
+            let n = group(i)
+            if n & invalidBit != 0 { return nil }
+            out[o] = UInt8(truncatingIfNeeded: n >> 16)
+            out[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+            out[o + 2] = UInt8(truncatingIfNeeded: n)
+            i += 4
+            o += 3
+        }
+        if i < count {
+            // 2 characters → 1 byte (4 leftover bits), 3 → 2 bytes (2 leftover bits); a canonical encoder
+            // leaves the leftover bits zero.
+            let rest = count - i
+            let a = value(text[i]), b = value(text[i + 1])
+            let c = rest == 3 ? value(text[i + 2]) : 0
+            if (a | b | c) & 0xC0 != 0 { return nil }
+            if rest == 2 {
+                if b & 0x0F != 0 { return nil }
+                out[o] = a << 2 | b >> 4
+                o += 1
+            } else {
+                if c & 0x03 != 0 { return nil }
+                out[o] = a << 2 | b >> 4
+                out[o + 1] = (b & 0x0F) << 4 | c >> 2
+                o += 2
+            }
+        }
+        return o
     }
 
     /// Decodes the UTF-8 of `text`; see `decode(_:)` for the rules.

@@ -14,7 +14,31 @@ public struct CompactJWS: Sendable {
     /// base64url, or the header or payload is not a strict JSON object of at most `maxJSONBytes`. An empty
     /// signature part is structurally fine.
     public static func decode(_ token: [UInt8], maxJSONBytes: Int) -> CompactJWS? {
-        // The two dots by memchr (a token is about a kilobyte: a byte-by-byte loop cost three instructions a byte).
+        guard let parts = split(token),
+              let header = try? StrictJSON.parse(parts.header, maxBytes: maxJSONBytes), case .object = header,
+              let payload = try? StrictJSON.parse(parts.payload, maxBytes: maxJSONBytes), case .object = payload else {
+            return nil
+        }
+        return CompactJWS(header: header, payload: payload, signature: parts.signature,
+                          signingInputRange: parts.signingInputRange)
+    }
+
+    /// The three parts of `token` decoded from strict base64url (the header and payload bytes not yet judged as
+    /// JSON), or nil when it is not exactly three dot-separated parts or a part is not strict base64url.
+    static func split(_ token: [UInt8])
+        -> (header: [UInt8], payload: [UInt8], signature: [UInt8], signingInputRange: Range<Int>)? {
+        guard let (first, second) = dots(token),
+              let header = Base64URL.decode(token[0..<first]),
+              let payload = Base64URL.decode(token[(first + 1)..<second]),
+              let signature = Base64URL.decode(token[(second + 1)...]) else {
+            return nil
+        }
+        return (header, payload, signature, 0..<second)
+    }
+
+    /// The offsets of the two dots of `token`, or nil when it does not have exactly two.
+    static func dots(_ token: [UInt8]) -> (first: Int, second: Int)? {
+        // By memchr (a token is about a kilobyte: a byte-by-byte loop cost three instructions a byte).
         var first = -1, second = -1, dots = 0
         token.withUnsafeBytes { raw in
             guard let base = raw.baseAddress else { return }
@@ -27,14 +51,7 @@ public struct CompactJWS: Sendable {
                 from = offset + 1
             }
         }
-        guard dots == 2, second > 0,
-              let headerBytes = Base64URL.decode(token[0..<first]),
-              let payloadBytes = Base64URL.decode(token[(first + 1)..<second]),
-              let signature = Base64URL.decode(token[(second + 1)...]),
-              let header = try? StrictJSON.parse(headerBytes, maxBytes: maxJSONBytes), case .object = header,
-              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxJSONBytes), case .object = payload else {
-            return nil
-        }
-        return CompactJWS(header: header, payload: payload, signature: signature, signingInputRange: 0..<second)
+        guard dots == 2, second > 0 else { return nil }
+        return (first, second)
     }
 }

@@ -4,15 +4,18 @@ import Synchronization
 /// Owns one OpenSSL `EVP_PKEY` and frees it on deinit.
 ///
 /// `@unchecked Sendable` because the pointer is never mutated after construction and OpenSSL 3 allows
-/// concurrent verify/sign operations on one provider-native key, each with its own `EVP_MD_CTX`.
+/// concurrent verify/sign operations on one provider-native key, each with its own context.
 final class EVPKey: @unchecked Sendable {
     let pointer: OpaquePointer
-    /// An `EVP_MD_CTX` set up once for RS256 verification with this key (`EVP_DigestVerifyInit`, SHA-256, PKCS#1
-    /// v1.5 padding). Each verification works on a copy: copying costs ~2,000 instructions where a fresh init
-    /// fetches the algorithms again (~30,000). Copies are taken under the lock, so the template is never read
-    /// by two threads at once.
-    /// (Held as the pointer's bit pattern, 0 for none: `OpaquePointer` is not `Sendable`.)
-    private let rs256Template = Mutex<Int>(0)
+    /// `EVP_PKEY_CTX`s set up once for RS256 verification with this key (`EVP_PKEY_verify_init`, PKCS#1 v1.5
+    /// padding, SHA-256 as the signature's digest), reused from call to call: each `EVP_PKEY_verify` works on one
+    /// that no other thread holds meanwhile. Setting one up fetches the algorithms (~30,000 instructions), and even
+    /// a per-call copy of a prepared context (`EVP_MD_CTX_copy_ex`, then freeing it) cost ~2,500; taking one from
+    /// here and putting it back costs two uncontended locks.
+    /// (Held as the pointers' bit patterns: `OpaquePointer` is not `Sendable`.)
+    private let rs256Contexts = Mutex<[Int]>([])
+    /// Contexts kept for reuse at most (one per thread verifying at once is enough; more are freed after use).
+    static let rs256ContextLimit = 64
 
     /// Takes ownership of `pointer`.
     init(taking pointer: OpaquePointer) {
@@ -20,37 +23,38 @@ final class EVPKey: @unchecked Sendable {
     }
 
     deinit {
-        rs256Template.withLock { template in
-            if let pointer = OpaquePointer(bitPattern: template) { EVP_MD_CTX_free(pointer) }
+        rs256Contexts.withLock { contexts in
+            for bits in contexts { EVP_PKEY_CTX_free(OpaquePointer(bitPattern: bits)) }
+            contexts.removeAll()
         }
         EVP_PKEY_free(pointer)
     }
 
-    /// A new context ready for `EVP_DigestVerify` with RS256 and this key (the caller frees it), or nil when
-    /// OpenSSL cannot make one.
-    func newRS256VerifyContext() -> OpaquePointer? {
-        guard let ctx = EVP_MD_CTX_new() else { return nil }
-        let ctxBits = Int(bitPattern: UnsafeRawPointer(ctx))
-        let keyBits = Int(bitPattern: UnsafeRawPointer(pointer))
-        let ok = rs256Template.withLock { template -> Bool in
-            if template == 0 {
-                guard let fresh = EVP_MD_CTX_new() else { return false }
-                var pctx: OpaquePointer? = nil
-                guard EVP_DigestVerifyInit(fresh, &pctx, EVP_sha256(), nil, OpaquePointer(bitPattern: keyBits)) == 1,
-                      EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1 else {
-                    EVP_MD_CTX_free(fresh)
-                    return false
-                }
-                template = Int(bitPattern: UnsafeRawPointer(fresh))
-            }
-            return EVP_MD_CTX_copy_ex(OpaquePointer(bitPattern: ctxBits), OpaquePointer(bitPattern: template)) == 1
-        }
-        guard ok else {
+    /// A context ready for `EVP_PKEY_verify` of a SHA-256 digest with RS256 and this key, from those kept for reuse
+    /// or new; nil when OpenSSL cannot make one. Give it back with `returnRS256Context` after a verification that
+    /// succeeded, else free it (`EVP_PKEY_CTX_free`).
+    func takeRS256Context() -> OpaquePointer? {
+        if let bits = rs256Contexts.withLock({ $0.popLast() }) { return OpaquePointer(bitPattern: bits) }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pointer, nil) else { ERR_clear_error(); return nil }
+        guard EVP_PKEY_verify_init(ctx) == 1,
+              EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1,
+              EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1 else {
             ERR_clear_error()
-            EVP_MD_CTX_free(ctx)
+            EVP_PKEY_CTX_free(ctx)
             return nil
         }
         return ctx
+    }
+
+    /// Keeps `ctx` (from `takeRS256Context`) for the next verification, or frees it when enough are kept.
+    func returnRS256Context(_ ctx: OpaquePointer) {
+        let bits = Int(bitPattern: ctx)
+        let kept = rs256Contexts.withLock { contexts -> Bool in
+            guard contexts.count < Self.rs256ContextLimit else { return false }
+            contexts.append(bits)
+            return true
+        }
+        if !kept { EVP_PKEY_CTX_free(ctx) }
     }
 
     /// Size of the modulus in bits.

@@ -26,13 +26,16 @@ public enum JSONValue: Sendable, Equatable {
 
         init?(_ key: String) {
             var key = key
-            guard let packed = key.withUTF8({ utf8 -> (UInt64, Int)? in
-                guard utf8.count <= 8 else { return nil }
-                var bits: UInt64 = 0
-                for (i, byte) in utf8.enumerated() { bits |= UInt64(byte) << UInt64(8 * i) }
-                return (bits, utf8.count)
-            }) else { return nil }
-            (bits, count) = packed
+            guard let packed = key.withUTF8({ ShortKey(utf8: $0) }) else { return nil }
+            self = packed
+        }
+
+        /// The key whose UTF-8 bytes are `utf8`.
+        init?(utf8: UnsafeBufferPointer<UInt8>) {
+            guard utf8.count <= 8 else { return nil }
+            var bits: UInt64 = 0
+            for (i, byte) in utf8.enumerated() { bits |= UInt64(byte) << UInt64(8 * i) }
+            (self.bits, count) = (bits, utf8.count)
         }
     }
 

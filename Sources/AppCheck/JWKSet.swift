@@ -87,6 +87,10 @@ public struct JWKSet: Sendable {
     public static let maxDocumentBytes = 1 << 20
 
     private let keysByKid: [String: RSAPublicKey]
+    /// The same keys as a list, for a look-up by bytes without hashing the `kid` when there are few
+    /// (`linearLookupLimit`; Firebase's set has about five).
+    private let keyList: [(kid: String, key: RSAPublicKey)]
+    private static let linearLookupLimit = 8
     /// P-256 keys (`kty` `EC`, `crv` `P-256`, `alg` absent or `ES256`), kept only when parsed with
     /// `acceptES256` (custom-token backends, docs/issuer.md); never in a Firebase or trusted-issuer set.
     private let es256ByKid: [String: ES256PublicKey]
@@ -102,6 +106,12 @@ public struct JWKSet: Sendable {
 
     /// The key for `kid` (exact UTF-8 match), or `nil`. Never a fallback key.
     public func key(for kid: String) -> RSAPublicKey? {
+        // The stored kids are distinct under String equality (the dictionary's), so at most one has the same bytes,
+        // and it is the one the dictionary finds.
+        if keyList.count <= Self.linearLookupLimit {
+            for entry in keyList where utf8Equal(entry.kid, kid) { return entry.key }
+            return nil
+        }
         // The dictionary matches canonically equivalent strings too; the stored key must be the same bytes.
         guard let index = keysByKid.index(forKey: kid) else { return nil }
         let (stored, key) = keysByKid[index]
@@ -124,6 +134,7 @@ public struct JWKSet: Sendable {
             kids.append(kid)
         }
         self.keysByKid = byKid
+        self.keyList = byKid.map { (kid: $0.key, key: $0.value) }
         self.es256ByKid = [:]
         self.kids = kids
         self.skipped = []
@@ -132,6 +143,7 @@ public struct JWKSet: Sendable {
     private init(keysByKid: [String: RSAPublicKey], es256ByKid: [String: ES256PublicKey], kids: [String],
                  skipped: [SkippedKey]) {
         self.keysByKid = keysByKid
+        self.keyList = keysByKid.map { (kid: $0.key, key: $0.value) }
         self.es256ByKid = es256ByKid
         self.kids = kids
         self.skipped = skipped

@@ -21,18 +21,16 @@ public struct TokenClaims: Sendable {
         }
     }
 
-    /// The payload object, members in document order, keys unique.
-    public let payload: JSONValue
-
     /// The replay key (docs/behaviour.md, replay protection) for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
     let signatureReplayKey: [UInt8]?
 
     let iss: Claim<String>
-    /// `aud`: an array whose members are kept as strings, `nil` for a member that is not a string.
-    let aud: Claim<[String?]>
+    /// `aud`: an array; its members that are strings, in order (`audAllStrings`: every member is one).
+    let aud: Claim<[String]>
+    let audAllStrings: Bool
     /// The `aud` members when every one is a string, else nil.
-    let audiences: [String]?
+    var audiences: [String]? { audAllStrings ? aud.value : nil }
     let sub: Claim<String>
     /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
     let subIsHeaderSafe: Bool
@@ -46,44 +44,68 @@ public struct TokenClaims: Sendable {
     /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
     let jtiReplayKey: [UInt8]?
 
-    /// `signatureReplayKey` is called only when the payload has no `jti` member.
-    init(payload: JSONValue, signatureReplayKey: () -> [UInt8]) {
-        self.payload = payload
-        // One pass over the members (an object's keys are unique), not one lookup per claim.
-        var found: [JSONValue?] = Array(repeating: nil, count: Self.claimNames.count)
-        if case .object(let members) = payload {
+    /// From the payload's members as `StrictJSON.scanObject` kept them by `claimSlot` (slot `i`, `v<i>`, holds
+    /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
+    /// The values are moved out of `found` (left empty), not copied.
+    init(slots found: inout StrictJSON.MemberSlots, signatureReplayKey: () -> [UInt8]) {
+        iss = Claim(found.v0.take()) { $0.stringValue }
+        switch found.v1.take() {
+        case nil:
+            aud = .absent
+            audAllStrings = false
+        case .array(let members)?:
+            var strings: [String] = []
+            strings.reserveCapacity(members.count)
+            var all = true
             for member in members {
-                if let short = JSONValue.ShortKey(member.key), let index = Self.claimIndex(short) {
-                    found[index] = member.value
-                }
+                if case .string(let value) = member { strings.append(value) } else { all = false }
             }
+            aud = .value(strings)
+            audAllStrings = all
+        default:
+            aud = .wrongType
+            audAllStrings = false
         }
-        iss = Claim(found[0]) { $0.stringValue }
-        aud = Claim(found[1]) { $0.arrayValue?.map(\.stringValue) }
-        if case .value(let members) = aud, !members.contains(where: { $0 == nil }) {
-            audiences = members.map { $0! }
-        } else {
-            audiences = nil
-        }
-        sub = Claim(found[2]) { $0.stringValue }
+        sub = Claim(found.v2.take()) { $0.stringValue }
         subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
-        exp = Claim(found[3]) { $0.numberValue }
-        iat = Claim(found[4]) { $0.numberValue }
-        nbf = Claim(found[5]) { $0.numberValue }
-        jti = Claim(found[6]) { $0.stringValue }
-        provider = Claim(found[7]) { $0.stringValue }
-        risk = Claim(found[8]) { $0.numberValue }
+        exp = Claim(found.v3.take()) { $0.numberValue }
+        iat = Claim(found.v4.take()) { $0.numberValue }
+        nbf = Claim(found.v5.take()) { $0.numberValue }
+        jti = Claim(found.v6.take()) { $0.stringValue }
+        provider = Claim(found.v7.take()) { $0.stringValue }
+        risk = Claim(found.v8.take()) { $0.numberValue }
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
-            var material = [UInt8]()
-            material.reserveCapacity(sub.utf8.count + 1 + jti.utf8.count)
-            material.append(contentsOf: sub.utf8)
-            material.append(UInt8(ascii: "\n"))
-            material.append(contentsOf: jti.utf8)
-            jtiReplayKey = SHA256Digest.hash(material)
+            jtiReplayKey = Self.jtiReplayKey(sub: sub, jti: jti)
         } else {
             jtiReplayKey = nil
         }
+    }
+
+    /// SHA-256(sub + "\n" + jti), the material assembled on the stack.
+    static func jtiReplayKey(sub: String, jti: String) -> [UInt8] {
+        var sub = sub, jti = jti
+        return sub.withUTF8 { subBytes in
+            jti.withUTF8 { jtiBytes in
+                let count = subBytes.count + 1 + jtiBytes.count
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { material in
+                    _ = material.initialize(fromContentsOf: subBytes)
+                    material[subBytes.count] = UInt8(ascii: "\n")
+                    _ = UnsafeMutableBufferPointer(rebasing: material[(subBytes.count + 1)...]).initialize(fromContentsOf: jtiBytes)
+                    return SHA256Digest.hash(UnsafeRawBufferPointer(material))
+                }
+            }
+        }
+    }
+
+    /// The slots whose plain strings `parse` may take from its memo (`StrictJSON.StringMemo`): `iss`, `aud` and `sub`,
+    /// which repeat from token to token (`jti` never does).
+    static let memoSlots = 1 << 0 | 1 << 1 | 1 << 2
+
+    /// The slot of a payload member for `StrictJSON.scanObject`: its index in `claimNames`, -1 for any other.
+    static func claimSlot(_ key: JSONValue.ShortKey?) -> Int {
+        guard let key else { return -1 }
+        return claimIndex(key) ?? -1
     }
 
     /// The claims decoded here, in the order of `found` in `init`.

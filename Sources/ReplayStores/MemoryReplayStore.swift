@@ -35,6 +35,11 @@ public final class MemoryReplayStore: ReplayStore {
             }
             a = words.0; b = words.1; c = words.2; d = words.3
         }
+
+        /// `a` alone feeds the dictionary's hasher: keys are SHA-256 output, so its first 64 bits are already
+        /// uniform, and the hasher's per-process seed keeps the buckets unpredictable. Equality still compares all
+        /// 256 bits.
+        func hash(into hasher: inout Hasher) { hasher.combine(a) }
     }
 
     struct Shard {
@@ -134,6 +139,18 @@ public final class MemoryReplayStore: ReplayStore {
         let prune = pruneOnInsert
         let result: ReplayResult = shards[Int(key[0]) & (Self.shardCount - 1)].mutex.withLock { shard in
             shard.prune(now: now, limit: prune)
+            // Below the bound, one hash and probe: insert, and put the old expiry back when it still holds.
+            if shard.entries.count < limit {
+                if let existing = shard.entries.updateValue(expiresAt, forKey: k) {
+                    if existing > now {
+                        shard.entries[k] = existing
+                        return .reused
+                    }
+                    // Expired but not pruned yet: free; the old heap element becomes stale.
+                }
+                shard.pushHeap((expiresAt, k))
+                return .consumed
+            }
             if let existing = shard.entries[k] {
                 if existing > now { return .reused }
                 // Expired but not pruned yet: free; the old heap element becomes stale.
@@ -172,13 +189,21 @@ final class MemoryReplayClient: ReplayClient {
     }
 
     func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void) {
+        completion(take(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
+    }
+
+    func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult? {
+        take(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
+    }
+
+    private func take(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult {
         if sweepTimer == nil {
             // Armed lazily on first use, which is on the loop thread.
             let t = LoopTimer { [weak self] in self?.sweep() }
             sweepTimer = t
             loop.schedule(t, at: loop.now + .nanoseconds(store.sweepInterval))
         }
-        completion(store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
+        return store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
     }
 
     private func sweep() {

@@ -44,6 +44,15 @@ public protocol ReplayClient: AnyObject {
     ///     (a late answer becomes `.unavailable("timeout")`). Some stores (memory) call it synchronously,
     ///     before `consume` returns.
     func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void)
+
+    /// `consume` answered at once, by a client whose store never waits (memory): the key is taken (or not) exactly
+    /// as `consume` would take it, and the answer is returned instead of passed to a completion. Nil from every
+    /// other client, having done nothing: those answer only through `consume`.
+    func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult?
+}
+
+extension ReplayClient {
+    public func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult? { nil }
 }
 
 /// consumed / reused / error totals, updated with relaxed atomics from any thread.

@@ -19,7 +19,8 @@ import Testing
         #expect(parsed.signature == Base64URL.decode(String(parts[2])))
         #expect(parsed.signature.count == 256)
         #expect(String(decoding: Base64URL.decode(String(parts[0])) ?? [], as: UTF8.self) == Fixtures.goodHeader)
-        #expect(parsed.claims.payload.member("jti") == .string("j1"))
+        #expect(parsed.payload.member("jti") == .string("j1"))
+        #expect(parsed.header == (try StrictJSON.parse(Array(Fixtures.goodHeader.utf8))))
         #expect(AppCheckToken.maxLength == 4096)
     }
 

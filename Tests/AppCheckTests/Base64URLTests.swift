@@ -55,4 +55,30 @@ import Testing
             }
         }
     }
+
+    /// Every byte value outside the alphabet, at every position of the two-quanta rounds, the single quantum and the
+    /// tail, is refused; every alphabet character decodes to its value there.
+    @Test func everyByteValueAtEveryPosition() {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        for length in [3, 6, 7, 8, 9, 12] {  // 4, 8, 10, 11, 12, 16 characters
+            let encoded = Array(Base64URL.encode((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 91 &+ 5) }).utf8)
+            for position in encoded.indices {
+                for byte in 0...255 {
+                    var changed = encoded
+                    changed[position] = UInt8(byte)
+                    let decoded = Base64URL.decode(changed)
+                    if let value = alphabet.firstIndex(of: UInt8(byte)) {
+                        // A full quantum takes any character; the tail's last one only with zero unused bits.
+                        if position < encoded.count / 4 * 4 {
+                            #expect(decoded != nil && Base64URL.encode(decoded!) == String(decoding: changed, as: UTF8.self))
+                        } else if decoded != nil {
+                            #expect(Base64URL.encode(decoded!) == String(decoding: changed, as: UTF8.self), "value \(value)")
+                        }
+                    } else {
+                        #expect(decoded == nil, "length \(length), position \(position), byte \(byte)")
+                    }
+                }
+            }
+        }
+    }
 }

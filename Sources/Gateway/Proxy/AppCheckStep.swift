@@ -3,6 +3,7 @@ import EventLoop
 import Foundation
 import GatewayConfig
 import HTTPWire
+import ReplayStores
 
 /// The outcome of the App Check step: what to forward and log, and the refusal when there is one.
 struct AppCheckDecision {
@@ -58,6 +59,8 @@ final class AppCheckStep {
     private let contextRef: Unretained<LoopContext>
     var context: LoopContext { @inline(__always) get { contextRef.value } }
     private var cache: TokenCache
+    /// What this loop's token parsing remembers: recent header parts and claim strings (`AppCheckToken.ParseMemo`).
+    private let parseMemo = AppCheckToken.ParseMemo()
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
     private var waiterTimer: LoopTimer!
 
@@ -169,7 +172,7 @@ final class AppCheckStep {
         // `token_sha256` is for the access log: computed only when a log line will carry it.
         let fingerprint = context.logSink.enabled(.info) ? Self.fingerprint(token) : nil
         let parsed: ParsedToken
-        switch AppCheckToken.parse(token) {
+        switch AppCheckToken.parse(token, memo: parseMemo) {
         case .success(let p): parsed = p
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
@@ -227,17 +230,26 @@ final class AppCheckStep {
         guard let replay = context.replayClient else {
             return completion(storeUnavailable(outcome))
         }
-        replay.consume(key: verified.replayKey, expiresAt: verified.expiresAt + policy.clockSkew,
-                       issuedAt: verified.issuedAt - policy.clockSkew) { [weak self] result in
+        let expiresAt = verified.expiresAt + policy.clockSkew, issuedAt = verified.issuedAt - policy.clockSkew
+        // A store that answers at once (memory) is asked without a callback: no closure to allocate.
+        if let result = replay.consumeNow(key: verified.replayKey, expiresAt: expiresAt, issuedAt: issuedAt) {
+            return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
+                                             appId: verified.appId))
+        }
+        replay.consume(key: verified.replayKey, expiresAt: expiresAt, issuedAt: issuedAt) { [weak self] result in
             guard let self else { return }
-            switch result {
-            case .consumed:
-                completion(AppCheckDecision(outcome: outcome))
-            case .reused:
-                completion(self.refuse(route, .reused, fingerprint: fingerprint, appId: verified.appId))
-            case .unavailable:
-                completion(self.storeUnavailable(outcome))
-            }
+            completion(self.replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
+                                           appId: verified.appId))
+        }
+    }
+
+    /// The decision for a verified token once the replay store has answered.
+    private func replayDecision(_ result: ReplayResult, outcome: AppCheckOutcome, route: StepRoute,
+                                fingerprint: String?, appId: String) -> AppCheckDecision {
+        switch result {
+        case .consumed: AppCheckDecision(outcome: outcome)
+        case .reused: refuse(route, .reused, fingerprint: fingerprint, appId: appId)
+        case .unavailable: storeUnavailable(outcome)
         }
     }
 
