@@ -15,7 +15,7 @@ describe = json.load(sys.stdin)
 deps = {t["name"]: (t.get("target_dependencies") or []) + (t.get("product_dependencies") or [])
         for t in describe["targets"]}
 with open(sys.argv[1]) as f:
-    wanted = re.findall(r"^\s*(?:@testable\s+)?import\s+(\w+)", f.read(), re.M)
+    wanted = re.findall(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*import\s+(\w+)", f.read(), re.M)
 seen = set()
 while wanted:
     name = wanted.pop()

@@ -41,7 +41,7 @@ final class BufferGauge: Sendable {
 
 /// Memory comes back after any burst (SPEC §6; issue 25): glibc keeps freed memory in its arenas, so after a flood of
 /// connections or buffered bytes RSS would stay at its peak. The process's peaks are sampled where connections come
-/// and go (never per request): once the bytes the gateway holds in buffers (`gateway_buffer_bytes`) have been at
+/// and go and once a second on each loop (never per request): once the bytes the gateway holds in buffers (`gateway_buffer_bytes`) have been at
 /// least `minimumBufferPeak` and are down to an eighth of their peak, or open connections have been at least
 /// `minimumConnectionPeak` and are down to an eighth, the heap is trimmed once (a second later, on the loop that
 /// noticed) and the peaks start over.
@@ -52,12 +52,6 @@ final class MemoryReclaimer: Sendable {
     static let minimumConnectionPeak = 512
     private let bufferPeak = Atomic<Int>(0)
     private let connectionPeak = Atomic<Int>(0)
-
-    /// A burst is under way or has not been trimmed yet: its peaks reached the minimums.
-    var elevated: Bool {
-        bufferPeak.load(ordering: .relaxed) >= Self.minimumBufferPeak
-            || connectionPeak.load(ordering: .relaxed) >= Self.minimumConnectionPeak
-    }
 
     /// Samples the current figures; true when the heap should be trimmed now (true once per burst).
     func sample(bufferBytes: Int, connections: Int) -> Bool {

@@ -28,8 +28,10 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// line was written (monotonic ns; 0 = never): at most one line per second per loop.
     private var perAddressRefusedUnlogged = 0
     private var perAddressLoggedAt: UInt64 = 0
-    /// Samples memory again a second later while a burst's peak is high (`MemoryReclaimer`), so the trim does not
-    /// depend on which close came last.
+    /// Samples memory once a second from the first connection on (`MemoryReclaimer`): a burst's peak is seen while
+    /// it lasts (buffers grow between connection events: 2,000 zero-window streams on five connections were never
+    /// sampled at their peak, so their 3 MiB never counted as a burst), and the trim does not depend on which close
+    /// came last.
     private lazy var reclaimTimer = LoopTimer { [unowned self] in
         self.sampleMemory(connections: self.shared.openConnections.load(ordering: .relaxed))
     }
@@ -139,7 +141,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
             + shared.builtinBodyBytes.current
         if shared.reclaimer.sample(bufferBytes: buffers, connections: connections) {
             context.scheduleMemoryTrim()
-        } else if shared.reclaimer.elevated, !reclaimTimer.isArmed {
+        } else if !reclaimTimer.isArmed {
             loop.schedule(reclaimTimer, at: loop.now + 1_000_000_000)
         }
     }
