@@ -137,9 +137,10 @@ _start_nginx() {  # _start_nginx NAME CONF PORT -> sets NGINX_PID
         || die "nginx '$name' did not come up on $port: $(cat "$BENCH_TMP/$name/err.log" "$BENCH_TMP/$name/stderr.log" 2>/dev/null)"
 }
 
-# start_backend PORT: static nginx answering 200 "ok\n" to everything (1 worker). Sets BACKEND_PID.
+# start_backend PORT [SERVER_LINES]: static nginx answering 200 "ok\n" to everything (1 worker); SERVER_LINES (nginx
+# directives) go into its server block before that catch-all. Sets BACKEND_PID.
 start_backend() {
-    local port="$1" conf="$BENCH_TMP/backend.conf"
+    local port="$1" extra="${2:-}" conf="$BENCH_TMP/backend.conf"
     {
         _nginx_common backend 1
         echo "http {"
@@ -147,6 +148,7 @@ start_backend() {
         cat <<EOF
     server {
         listen 127.0.0.1:$port backlog=4096;
+$extra
         location / { return 200 "ok\n"; }
     }
 }
@@ -255,22 +257,8 @@ soak_backend_up() {
     command -v nginx >/dev/null || die "nginx not found (make bench installs it)"
     command -v node >/dev/null || die "node not found (it signs the custom tokens)"
     head -c 10000000 /dev/zero | tr '\0' b >"$BENCH_TMP/big.bin"
-    {
-        _nginx_common backend 1
-        echo "http {"
-        _nginx_http_common backend
-        cat <<EOF
-    server {
-        listen 127.0.0.1:$port backlog=4096;
-        client_max_body_size 20m;
-        location = /big { alias $BENCH_TMP/big.bin; }
-        location / { return 200 "ok\n"; }
-    }
-}
-EOF
-    } >"$BENCH_TMP/backend.conf"
-    _start_nginx backend "$BENCH_TMP/backend.conf" "$port"
-    BACKEND_PID=$NGINX_PID
+    start_backend "$port" "        client_max_body_size 20m;
+        location = /big { alias $BENCH_TMP/big.bin; }"
 
     "$GATEWAY_BIN" keygen --key "$BENCH_TMP/key.pem" --jwks "$BENCH_TMP/jwks.json" >/dev/null
     TOKEN="$("$GATEWAY_BIN" mint --key "$BENCH_TMP/key.pem" --project-number 123456789012 \
