@@ -17,7 +17,8 @@ source Fuzz/options.sh
 mkdir -p Fuzz/out/campaign-logs
 table=${CAMPAIGN_TABLE:-Fuzz/out/campaign-$(date -u +%Y%m%d-%H%M%S)-$$.md}
 {
-  echo "Campaign of $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $RUNS executions per target"
+  if [ -n "${NO_BUILD:-}" ]; then built="binaries as they were (NO_BUILD), tree at commit"; else built="built at commit"; fi
+  echo "Campaign of $(date -u +%Y-%m-%dT%H:%MZ), $built $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $RUNS executions per target"
   echo
   echo "| target | executions | seconds | executions/s | edges | corpus |"
   echo "|---|---:|---:|---:|---:|---:|"
