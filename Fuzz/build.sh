@@ -42,8 +42,9 @@ for dir in "$BIN"/*.build; do
 done
 # What each target links: the modules it imports and their dependencies (Fuzz/modules.py), so that libFuzzer's
 # coverage map holds only code the target can reach.
-"$SWIFT" package describe --type json >"$BP/describe.json" 2>/dev/null \
-  || { echo "Fuzz/build.sh: swift package describe failed" >&2; exit 1; }
+# (Written aside and renamed: a second build.sh running at the same time never reads half a file.)
+"$SWIFT" package describe --type json >"$BP/describe.json.$$" 2>/dev/null && mv "$BP/describe.json.$$" "$BP/describe.json" \
+  || { rm -f "$BP/describe.json.$$"; echo "Fuzz/build.sh: swift package describe failed" >&2; exit 1; }
 flags=(-I "$BIN/Modules")
 while IFS= read -r m; do
   grep -q -- '-Swift.h' "$m" || flags+=(-Xcc "-fmodule-map-file=$m")
