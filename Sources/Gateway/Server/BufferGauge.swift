@@ -41,10 +41,10 @@ final class BufferGauge: Sendable {
 
 /// Memory comes back after any burst (SPEC §6; issue 25): glibc keeps freed memory in its arenas, so after a flood of
 /// connections or buffered bytes RSS would stay at its peak. The process's peaks are sampled where connections come
-/// and go and once a second on each loop (never per request): once the bytes the gateway holds in buffers (`gateway_buffer_bytes`) have been at
-/// least `minimumBufferPeak` and are down to an eighth of their peak, or open connections have been at least
-/// `minimumConnectionPeak` and are down to an eighth, the heap is trimmed once (a second later, on the loop that
-/// noticed) and the peaks start over.
+/// and go and once a second on each loop (never per request): once the bytes the gateway holds in buffers
+/// (`gateway_buffer_bytes`) have been at least `minimumBufferPeak` and are down to an eighth of their peak, or open
+/// connections have been at least `minimumConnectionPeak` and are down to an eighth, the heap is trimmed once (a
+/// second later, on the loop that noticed) and the peaks start over.
 final class MemoryReclaimer: Sendable {
     /// 2 MiB: with 8 MiB, bursts of 3 MiB (2,000 zero-window streams, slow issuer bodies) never trimmed and left RSS
     /// 10-12% above where it started (`Benchmarks/defects.sh --memory`); a trim is cheap next to such a burst.

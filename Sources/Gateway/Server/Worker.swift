@@ -141,9 +141,8 @@ final class Worker: @unchecked Sendable, ConnectionTable {
             + shared.builtinBodyBytes.current
         if shared.reclaimer.sample(bufferBytes: buffers, connections: connections) {
             context.scheduleMemoryTrim()
-        } else if !reclaimTimer.isArmed {
-            loop.schedule(reclaimTimer, at: loop.now + 1_000_000_000)
         }
+        if !reclaimTimer.isArmed { loop.schedule(reclaimTimer, at: loop.now + 1_000_000_000) }
     }
 
     /// Counts a connection closed over `max_connections_per_address`; logs at most once per second on this loop,
