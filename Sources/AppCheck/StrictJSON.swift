@@ -1,5 +1,3 @@
-import Glibc
-
 /// A strict RFC 8259 JSON parser for untrusted token and key-set bytes.
 ///
 /// Unlike Foundation's `JSONSerialization` it refuses what an attacker could use to make two parsers
@@ -52,112 +50,8 @@ public enum StrictJSON {
         }
     }
 
-    /// Up to `MemberSlots.count` member values that `scanObject` keeps, by slot (`v0` is slot 0, …). Separate stored
-    /// properties, not a tuple: reading one slot then copies that value alone.
-    struct MemberSlots {
-        static let count = 9
-        var v0: JSONValue?, v1: JSONValue?, v2: JSONValue?, v3: JSONValue?, v4: JSONValue?, v5: JSONValue?
-        var v6: JSONValue?, v7: JSONValue?, v8: JSONValue?
-
-        mutating func set(_ slot: Int, _ value: JSONValue) {
-            switch slot {
-            case 0: v0 = value
-            case 1: v1 = value
-            case 2: v2 = value
-            case 3: v3 = value
-            case 4: v4 = value
-            case 5: v5 = value
-            case 6: v6 = value
-            case 7: v7 = value
-            default: v8 = value
-            }
-        }
-    }
-
-    /// A few strings to hand out again (one thread's, not shared): `scanObject` gives a plain printable-ASCII string
-    /// of a chosen member whose bytes equal one of them that String (its storage shared), else a new one that it
-    /// remembers, the oldest replaced first. The value is the same either way.
-    final class StringMemo {
-        static let capacity = 8
-        /// Each remembered string with a copy of its bytes (owned here), read in place: looking one up retains
-        /// nothing but the String it returns.
-        private struct Entry {
-            let bytes: UnsafeMutablePointer<UInt8>
-            let count: Int
-            let string: String
-        }
-        private var entries: [Entry] = []
-        private var next = 0
-
-        init() {}
-
-        deinit {
-            for entry in entries { entry.bytes.deallocate() }
-        }
-
-        /// The String of the plain ASCII `bytes`: a remembered one, or a new one, then remembered.
-        func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-            let count = bytes.count
-            guard let base = bytes.baseAddress, count > 0 else { return "" }
-            let found = entries.withUnsafeBufferPointer { stored -> Int in
-                for i in stored.indices where stored[i].count == count && memcmp(stored[i].bytes, base, count) == 0 {
-                    return i
-                }
-                return -1
-            }
-            if found >= 0 { return entries[found].string }
-            let string = String(decoding: bytes, as: UTF8.self)
-            let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
-            copy.initialize(from: base, count: count)
-            let entry = Entry(bytes: copy, count: count, string: string)
-            if entries.count < Self.capacity {
-                entries.append(entry)
-            } else {
-                entries[next].bytes.deallocate()
-                entries[next] = entry
-                next = (next + 1) % Self.capacity
-            }
-            return string
-        }
-    }
-
-    /// Checks that `bytes` is one JSON object spanning the whole input under exactly the rules of `parse` (the same
-    /// grammar, UTF-8, escape, number, depth and size rules, duplicate keys compared after unescaping with `String`
-    /// equality), without building it: only the values of the members that `select` gives a slot
-    /// (`0..<MemberSlots.count`, by the member's name when it is at most 8 bytes; -1 for the rest) are built, into
-    /// `slots` (keys are unique; a slot that several names share keeps the last of them). The other values are checked and dropped; a
-    /// string among them is not copied when it is plain printable ASCII. Throws where `parse` would, and `syntax`
-    /// for a top-level value that is not an object.
-    static func scanObject(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth, maxBytes: Int = defaultMaxBytes,
-                           into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
-        try bytes.withUnsafeBufferPointer { (buffer) throws(ParseError) in
-            try scanObject(buffer, maxDepth: maxDepth, maxBytes: maxBytes, into: &slots, select: select)
-        }
-    }
-
-    /// `scanObject` on the bytes at `buffer`. The plain strings in the values of the slots in `memoSlots` (bit `i`
-    /// for slot `i`) come from `strings` when it is given.
-    static func scanObject(_ buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth,
-                           maxBytes: Int = defaultMaxBytes, into slots: inout MemberSlots,
-                           strings: StringMemo? = nil, memoSlots: Int = 0,
-                           select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
-        if buffer.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
-        // The first keys' positions for the duplicate check live on the stack (four words a key).
-        let result = withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * Parser.linearKeys) { keys in
-            Result { () throws(ParseError) in
-                var parser = Parser(bytes: buffer, maxDepth: maxDepth)
-                parser.skipWhitespace()
-                guard parser.peek == UInt8(ascii: "{") else { throw parser.fail(.syntax) }
-                parser.strings = strings
-                try parser.scanObject(into: &slots, select: select, memoSlots: memoSlots, keys: keys.baseAddress!)
-                parser.skipWhitespace()
-                if parser.position != buffer.count { throw ParseError(kind: .syntax, offset: parser.position) }
-            }
-        }
-        try result.get()
-    }
-
-    private struct Parser {
+    /// The parser of `parse`; `StrictJSON+Scan.swift` adds the one pass of `scanObject`.
+    struct Parser {
         let bytes: UnsafeBufferPointer<UInt8>
         let maxDepth: Int
         var position = 0
@@ -244,102 +138,6 @@ public enum StrictJSON {
             }
         }
 
-        /// Keys checked for duplicates by a linear scan (a token's objects are smaller); a `Set` after.
-        static let linearKeys = 16
-
-        /// The top-level object of `StrictJSON.scanObject` (depth 1, as `parseValue(depth: 0)` gives it), at its `{`.
-        /// `keys` has room for `4 * linearKeys` words.
-        ///
-        /// The keys so far, for the duplicate check, are four words each: start and end in the input; -1 for a plain
-        /// printable-ASCII key (no String made), or the index in `texts` of the unescaped String of any other; and a
-        /// plain key's bytes packed (`JSONValue.ShortKey.bits`) when it has at most 8, which two such keys of one
-        /// length compare instead. Two plain keys are equal exactly when their bytes are (ASCII text has one canonical form); a pair with
-        /// another key compares as Strings, as `parseObject` does (a non-ASCII key may be canonically equivalent to
-        /// an ASCII one: U+212A KELVIN SIGN and "K").
-        mutating func scanObject(into slots: inout MemberSlots, select: (JSONValue.ShortKey?) -> Int, memoSlots: Int,
-                                 keys: UnsafeMutablePointer<Int>) throws(ParseError) {
-            let depth = 1
-            if depth > maxDepth { throw fail(.tooDeep) }
-            position += 1  // {
-            var count = 0
-            var texts: [String] = []
-            var seen: Set<String>? = nil
-            func text(_ start: Int, _ end: Int, _ index: Int) -> String {
-                index >= 0 ? texts[index] : String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-            }
-            skipWhitespace()
-            if peek == UInt8(ascii: "}") { position += 1; return }
-            while true {
-                skipWhitespace()
-                guard peek == UInt8(ascii: "\"") else { throw fail(.syntax) }
-                let keyOffset = position
-                let start = position + 1
-                let end = plainStringEnd(from: start)
-                let index: Int
-                let short: JSONValue.ShortKey?
-                if end < bytes.count && bytes[end] == UInt8(ascii: "\"") {
-                    position = end + 1
-                    index = -1
-                    short = JSONValue.ShortKey(utf8: UnsafeBufferPointer(rebasing: bytes[start..<end]))
-                } else {
-                    let unescaped = try parseString()
-                    index = texts.count
-                    texts.append(unescaped)
-                    short = JSONValue.ShortKey(unescaped)
-                }
-                if count < Self.linearKeys {
-                    for k in 0..<count {
-                        let otherStart = keys[4 * k], otherEnd = keys[4 * k + 1], otherIndex = keys[4 * k + 2]
-                        let same: Bool
-                        if otherIndex < 0 && index < 0 {
-                            let length = end - start
-                            if length != otherEnd - otherStart {
-                                same = false
-                            } else if let short {
-                                // Plain keys of up to 8 bytes (every claim name) compare as their packed bytes.
-                                same = UInt64(bitPattern: Int64(keys[4 * k + 3])) == short.bits
-                            } else {
-                                same = memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, length) == 0
-                            }
-                        } else {
-                            same = text(otherStart, otherEnd, otherIndex) == text(start, end, index)
-                        }
-                        if same { throw ParseError(kind: .duplicateKey, offset: keyOffset) }
-                    }
-                    keys[4 * count] = start
-                    keys[4 * count + 1] = end
-                    keys[4 * count + 2] = index
-                    keys[4 * count + 3] = Int(Int64(bitPattern: short?.bits ?? 0))
-                } else {
-                    if seen == nil {
-                        seen = Set((0..<count).map { k in text(keys[4 * k], keys[4 * k + 1], keys[4 * k + 2]) })
-                    }
-                    if !seen!.insert(text(start, end, index)).inserted {
-                        throw ParseError(kind: .duplicateKey, offset: keyOffset)
-                    }
-                }
-                count += 1
-                skipWhitespace()
-                guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }
-                position += 1
-                skipWhitespace()
-                let slot = select(short)
-                if slot >= 0 && slot < MemberSlots.count {
-                    memoizing = strings != nil && (memoSlots >> slot) & 1 != 0
-                    slots.set(slot, try parseValue(depth: depth))
-                    memoizing = false
-                } else {
-                    try skipValue(depth: depth)
-                }
-                skipWhitespace()
-                switch peek {
-                case UInt8(ascii: ","): position += 1
-                case UInt8(ascii: "}"): position += 1; return
-                default: throw fail(.syntax)
-                }
-            }
-        }
-
         /// The end of the run of plain string bytes (printable ASCII but `"` and `\`) from `start`: where a string
         /// without escapes or non-ASCII bytes has its closing quote.
         @inline(__always)
@@ -367,25 +165,6 @@ public enum StrictJSON {
                 scan += 1
             }
             return scan
-        }
-
-        /// `parseValue` without keeping the value: a string is checked by `parseString` only when it is not plain
-        /// printable ASCII, a number by `parseNumber`; anything else is parsed whole and dropped.
-        mutating func skipValue(depth: Int) throws(ParseError) {
-            guard let byte = peek else { throw fail(.syntax) }
-            switch byte {
-            case UInt8(ascii: "\""):
-                let end = plainStringEnd(from: position + 1)
-                if end < bytes.count && bytes[end] == UInt8(ascii: "\"") {
-                    position = end + 1
-                } else {
-                    _ = try parseString()
-                }
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                _ = try parseNumber()
-            default:
-                _ = try parseValue(depth: depth)
-            }
         }
 
         mutating func parseArray(depth: Int) throws(ParseError) -> JSONValue {
@@ -586,24 +365,3 @@ public enum StrictJSON {
     }
 }
 
-extension StrictJSON {
-    /// For the `json` fuzz target, which compares the two parsers: what the token parser's one pass
-    /// (`scanObject`, with the payload's claim slots) makes of `bytes` — nil when it refuses them, else each claim of
-    /// `TokenClaims.claimNames` it kept, in that order. `parse` must accept exactly the same objects with the same
-    /// values.
-    @_spi(Fuzzing)
-    public static func scannedClaims(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth,
-                                     maxBytes: Int = defaultMaxBytes) -> [JSONValue?]? {
-        var slots = MemberSlots()
-        do {
-            try scanObject(bytes, maxDepth: maxDepth, maxBytes: maxBytes, into: &slots, select: TokenClaims.claimSlot)
-        } catch {
-            return nil
-        }
-        return [slots.v0, slots.v1, slots.v2, slots.v3, slots.v4, slots.v5, slots.v6, slots.v7, slots.v8]
-    }
-
-    /// The payload claim names `scannedClaims` reports, in its order.
-    @_spi(Fuzzing)
-    public static var claimNames: [String] { TokenClaims.claimNames }
-}
