@@ -16,7 +16,7 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libssl-dev libnghttp2-dev libsqlite3-dev pkg-config binutils \
+ && apt-get install -y --no-install-recommends libssl-dev libnghttp2-dev libsqlite3-dev libyaml-dev pkg-config binutils \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Package.swift declares the test targets too, and SwiftPM refuses a manifest whose target folders are
@@ -31,9 +31,9 @@ RUN --mount=type=cache,target=/src/.build,id=appcheck-gateway-swiftpm \
  && install -D -s -m 0755 "$(swift build -c release --show-bin-path)/appcheck-gateway" /out/appcheck-gateway
 
 FROM ${RUNTIME_IMAGE}
-# Runtime libraries only: OpenSSL, nghttp2, SQLite, CA certificates (for the Firebase key set over HTTPS).
+# Runtime libraries only: OpenSSL, nghttp2, SQLite, libyaml, CA certificates (for the Firebase key set over HTTPS).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libssl3 libnghttp2-14 libsqlite3-0 ca-certificates tzdata \
+ && apt-get install -y --no-install-recommends libssl3 libnghttp2-14 libsqlite3-0 libyaml-0-2 ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/appcheck-gateway --create-home appcheck \
  && mkdir -p /etc/appcheck-gateway \

@@ -3,7 +3,7 @@
 # `make container-test`.
 
 SWIFT ?= swift
-BUILD_PACKAGES := libssl-dev libnghttp2-dev libsqlite3-dev pkg-config
+BUILD_PACKAGES := libssl-dev libnghttp2-dev libsqlite3-dev libyaml-dev pkg-config
 TEST_PACKAGES  := curl openssl nghttp2-client redis-server sqlite3 python3-venv chromium prometheus nodejs
 BENCH_PACKAGES := wrk nginx-light haproxy nghttp2-client valgrind redis-server openssl
 

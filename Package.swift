@@ -22,7 +22,6 @@ let package = Package(
         .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
@@ -31,6 +30,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLibYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         // Rooms, one per line, lowest first; imports point only upwards in this list (docs/architecture.md).
         .target(name: "EventLoop", dependencies: ["CSystemShims", "COpenSSL"], swiftSettings: hotPath),
@@ -47,7 +47,7 @@ let package = Package(
         // The configuration (YAML -> validated Settings) is below everything that reads settings; the issuer and
         // the dashboard are below the proxy, which serves them (docs/architecture.md).
         .target(name: "GatewayConfig", dependencies: [
-            "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "COpenSSL", "Yams",
+            "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "COpenSSL", "CLibYAML",
         ], swiftSettings: hotPath),
         .target(name: "Issuer", dependencies: [
             "GatewayConfig", "HTTPWire", "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores",

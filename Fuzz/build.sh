@@ -12,7 +12,8 @@ BP=.build/fuzz
 OUT=Fuzz/out
 mkdir -p "$OUT"
 
-# Coverage instrumentation for Swift and C (libyaml under Yams, our C shims); -O as the release build is.
+# Coverage instrumentation for Swift and C (our C shims; the system libraries are not instrumented); -O as the
+# release build is.
 "$SWIFT" build -c release --build-path "$BP" --target Gateway \
   -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address >"$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; echo "Fuzz/build.sh: swift build failed" >&2; exit 1; }
@@ -66,7 +67,7 @@ for t in "${targets[@]}"; do
   # Relink only when the target source or any library object is newer than the binary.
   if [ -x "$OUT/$t" ] && [ -z "$(find "$src" "${objects[@]}" -newer "$OUT/$t" -print -quit)" ]; then continue; fi
   "$SWIFTC" -sanitize=fuzzer,address -O -parse-as-library -module-name "fuzz_${t//-/_}" "$src" "${flags[@]}" \
-    "${objects[@]}" -lssl -lcrypto -lnghttp2 -lsqlite3 -o "$OUT/$t" 2>"$OUT/$t.link.log" \
+    "${objects[@]}" -lssl -lcrypto -lnghttp2 -lsqlite3 -lyaml -o "$OUT/$t" 2>"$OUT/$t.link.log" \
     || { grep -v "Cannot export local symbol" "$OUT/$t.link.log" | tail -30; echo "Fuzz/build.sh: $t failed" >&2; exit 1; }
   echo "built $OUT/$t"
 done

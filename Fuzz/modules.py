@@ -9,7 +9,7 @@ import json
 import re
 import sys
 
-PRODUCTS = {"Yams": ["Yams", "CYaml"], "ArgumentParser": ["ArgumentParser", "ArgumentParserToolInfo"]}
+PRODUCTS = {"ArgumentParser": ["ArgumentParser", "ArgumentParserToolInfo"]}
 
 describe = json.load(sys.stdin)
 deps = {t["name"]: (t.get("target_dependencies") or []) + (t.get("product_dependencies") or [])

@@ -1,5 +1,4 @@
 import Foundation
-import Yams
 
 extension ConfigDecoder {
     /// `dashboard:` (docs/dashboard.md): `min_requests` (whole number ≥ 0), `ready_share` (0 to 1), `history_file`

@@ -1,5 +1,4 @@
 import Foundation
-import Yams
 
 /// The fraud-risk keys of an issuer app (docs/issuer.md "Fraud risk"), decoded beside the others so errors carry
 /// file:line:column the same way.

@@ -3,7 +3,6 @@ import AppCheck
 import COpenSSL
 import Foundation
 import ReplayStores
-import Yams
 
 /// The `issuer:` section (the self-hosted App Check provider). Every file it names is opened and checked at
 /// load time, so a wrong key is a `FILE:LINE:COLUMN` error rather than a failure at the first exchange.

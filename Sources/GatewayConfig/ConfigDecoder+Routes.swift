@@ -1,5 +1,4 @@
 import Foundation
-import Yams
 
 extension ConfigDecoder {
     static let routeKeys = [

@@ -2,7 +2,6 @@ import Foundation
 import JSONLog
 import KeySets
 import ReplayStores
-import Yams
 
 /// The sections of docs/configuration.md, each read with its defaults and limits (listed in `ConfigLoader` and README).
 extension ConfigDecoder {
@@ -361,10 +360,11 @@ extension ConfigDecoder {
         var upstreams: [UpstreamSettings] = []
         var declared: Set<String> = []
         for (key, value) in mapping {
-            guard let name = key.scalar?.string, !name.isEmpty else {
+            guard case let .scalar(scalar) = key, !scalar.string.isEmpty else {
                 error(key, "upstream names must be non-empty strings")
                 continue
             }
+            let name = scalar.string
             declared.insert(name)
             if let upstream = decodeUpstream(name, value) { upstreams.append(upstream) }
         }

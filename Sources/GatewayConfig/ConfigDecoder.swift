@@ -1,5 +1,4 @@
 import Foundation
-import Yams
 
 /// A 1-based line and column in the configuration file.
 struct ConfigPosition: Sendable, Equatable, Comparable, CustomStringConvertible {
@@ -10,9 +9,8 @@ struct ConfigPosition: Sendable, Equatable, Comparable, CustomStringConvertible 
     static let start = ConfigPosition(line: 1, column: 1)
 
     init(line: Int, column: Int) { self.line = line; self.column = column }
-    init(_ node: Node) {
-        if let mark = node.mark { self.init(line: mark.line, column: mark.column) } else { self = .start }
-    }
+    init(_ mark: Mark) { self.init(line: mark.line, column: mark.column) }
+    init(_ node: Node) { self.init(node.mark) }
 
     static func < (a: ConfigPosition, b: ConfigPosition) -> Bool { (a.line, a.column) < (b.line, b.column) }
     var description: String { "\(line):\(column)" }
@@ -55,7 +53,6 @@ extension Node {
         case .scalar: "a scalar"
         case .mapping: "a mapping"
         case .sequence: "a list"
-        case .alias: "an alias"
         }
     }
 }

@@ -12,9 +12,8 @@ extension ConfigErrorTable {
         bad("", 1, 1, "the configuration is empty; app_check and routes are required"),
         bad("# nothing but a comment\n", 1, 1, "the configuration is empty"),
         bad("server:\n  threads: 1\n  threads: 2\n" + tail, 3, 3, "duplicate key 'threads' (first at 2:3)"),
-        // A first occurrence spelled with an escape cannot be renamed in place to recover: the load stops there, and
-        // the error is at the first occurrence (the mark Yams gives), not the later one.
-        bad("server:\n  \"thr\\x65ads\": 1\n  threads: 2\n" + tail, 2, 3, "duplicate key 'threads'"),
+        // Keys compare after unescaping: a first occurrence spelled with an escape is the same key.
+        bad("server:\n  \"thr\\x65ads\": 1\n  threads: 2\n" + tail, 3, 3, "duplicate key 'threads' (first at 2:3)"),
         // `1` and "1" are the same name to the decoder (tags are not resolved): a duplicate, not two upstreams of
         // which one would silently replace the other.
         bad(appCheckYAML + "upstreams:\n  1:\n    url: http://127.0.0.1:1\n  \"1\":\n    url: http://127.0.0.1:2\n" + routesYAML,
@@ -23,6 +22,10 @@ extension ConfigErrorTable {
         bad("routes:\n  - name: a\n  name: b\n", 3, 3,
             "YAML syntax error: did not find expected '-' indicator (while parsing a block collection at 2:3)"),
         bad("server: *nowhere\n" + tail, 1, 9, "YAML structure error: found undefined alias"),
+        // An anchor is defined once its node is complete: a list cannot hold itself.
+        bad("server: &s [*s]\n" + tail, 1, 13, "YAML structure error: found undefined alias"),
+        bad("a: 1\n---\nb: 2\n", 2, 1, "YAML structure error: a second document starts here"),
+        bad(String(repeating: "[", count: 101) + "\n", 1, 101, "YAML structure error: lists and mappings nest deeper"),
         bad("server:\n  log_level: inf\u{1}o\n" + tail, 2, 17, "cannot read YAML: control characters are not allowed"),
     ]
 

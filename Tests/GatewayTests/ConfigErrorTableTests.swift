@@ -19,12 +19,9 @@ import Testing
 ///   succeeds (a non-root reader would get it for a mode-000 file).
 /// - `CertificateAudit` "cannot read the certificate file" / "cannot read the private key file", and the
 ///   "cannot be opened" of `certificateProblem` / `p256KeyProblem`: `readableFile` has already refused such files.
-/// - `ConfigLoader` "cannot parse YAML: …" (Yams errors other than scanner, parser, composer, reader and duplicate
-///   keys are thrown only when emitting or decoding, never by `compose`), "invalid configuration" (the guard for a
-///   decoder that fails without an error), "replay.redis_url: \(error)" (`RedisEndpoint.parse` throws only
-///   `ReplayStoreError`), and `Node.kindName` "an alias" (Yams resolves aliases while composing).
-/// - `ConfigLoader.removingPlaceholders` "duplicate key 'K'" without "(first at …)": a stand-in always sits in the
-///   mapping that also holds the key it was renamed from.
+/// - `YAMLComposer` "cannot parse YAML: …" (libyaml out of memory, or an error kind its parser never sets),
+///   `ConfigLoader` "invalid configuration" (the guard for a decoder that fails without an error), and
+///   "replay.redis_url: \(error)" (`RedisEndpoint.parse` throws only `ReplayStoreError`).
 /// - `p256KeyProblem` "the EC curve could not be read": OpenSSL names the curve of every EC key it loads, even one
 ///   written with explicit parameters (tried: `openssl ecparam -param_enc explicit` gives `prime256v1`).
 ///
