@@ -1,5 +1,6 @@
-// libFuzzer target: the YAML configuration loader (GatewayConfig.ConfigLoader.load(yaml:…): Yams/libyaml, then the
-// decoder's validation). Any input gives settings or a non-empty list of located errors, never a crash.
+// libFuzzer target: the YAML configuration loader (GatewayConfig.ConfigLoader.load(yaml:…): libyaml's events,
+// composed by YAMLComposer, then the decoder's validation). Any input gives settings or a non-empty list of located
+// errors, never a crash.
 import GatewayConfig
 
 let environment = ["FUZZ": "1", "PORT": "8080", "EMPTY": ""]
