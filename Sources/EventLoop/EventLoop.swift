@@ -16,11 +16,14 @@ public protocol EventHandler: AnyObject {
 /// (`EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET`): a handler reads until `EAGAIN` (or a short read)
 /// and remembers when it stopped early on purpose (backpressure).
 public final class EventLoop: @unchecked Sendable {
-    public static let readable = CSystemShims_EPOLLIN
-    public static let writable = CSystemShims_EPOLLOUT
-    public static let error = CSystemShims_EPOLLERR
-    public static let hangup = CSystemShims_EPOLLHUP
-    public static let readHangup = CSystemShims_EPOLLRDHUP
+    // The event bits are Linux's ABI values as literals: initialised from the C shim's constants they were lazy globals,
+    // and every test of an event went through `swift_once` (several per request). EventLoopTests checks them against
+    // the shim's.
+    public static let readable: UInt32 = 0x001
+    public static let writable: UInt32 = 0x004
+    public static let error: UInt32 = 0x008
+    public static let hangup: UInt32 = 0x010
+    public static let readHangup: UInt32 = 0x2000
     /// The interest every stream socket is registered with.
     public static let streamInterest = CSystemShims_EPOLLIN | CSystemShims_EPOLLOUT | CSystemShims_EPOLLRDHUP | CSystemShims_EPOLLET
 

@@ -140,12 +140,15 @@ public final class IOBuffer {
 
     public func append(_ bytes: [UInt8]) { bytes.withUnsafeBytes { append($0) } }
 
+    /// Appends the string's UTF-8 bytes, read in place (native and small strings; no copy of the string value).
     public func append(_ string: String) {
+        if string.utf8.withContiguousStorageIfAvailable({ append(UnsafeRawBufferPointer($0)) }) != nil { return }
         var s = string
         s.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
 
     public func append(_ string: Substring) {
+        if string.utf8.withContiguousStorageIfAvailable({ append(UnsafeRawBufferPointer($0)) }) != nil { return }
         var s = string
         s.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }

@@ -22,8 +22,19 @@ public final class HTTPRequestHead: Hashable, Sendable {
     /// before forwarding (RFC 9110 §7.6.1).
     public let connectionTokens: [String]
     /// The value of the single `Host` field (RFC 9110 §7.2), possibly empty; `nil` for an HTTP/1.0
-    /// request without one.
-    public let host: String?
+    /// request without one. Made when read (the proxy forwards the field's bytes and never asks).
+    public var host: String? {
+        if let hostText { return hostText }
+        guard let hostValue else { return nil }
+        return headers.bytes.withUnsafeBytes {
+            String(decoding: UnsafeRawBufferPointer(rebasing: $0[Int(hostValue.lowerBound)..<Int(hostValue.upperBound)]),
+                   as: UTF8.self)
+        }
+    }
+    /// `host` as given to the public initializer.
+    private let hostText: String?
+    /// `host` as the parser found it: the range of the value in `headers.bytes`.
+    private let hostValue: Range<Int32>?
 
     /// Creates a head; the parser is the normal source.
     public init(
@@ -39,7 +50,26 @@ public final class HTTPRequestHead: Hashable, Sendable {
         self.keepAlive = keepAlive
         self.expectContinue = expectContinue
         self.connectionTokens = connectionTokens
-        self.host = host
+        self.hostText = host
+        self.hostValue = nil
+    }
+
+    /// The parser's initializer: `hostValue` is the range of the `Host` value in `headers.bytes` (inside it).
+    init(
+        method: String, target: String, versionMinor: Int, headers: HTTPHeaders,
+        framing: RequestBodyFraming, keepAlive: Bool, expectContinue: Bool,
+        connectionTokens: [String], hostValue: Range<Int32>?
+    ) {
+        self.method = method
+        self.target = target
+        self.versionMinor = versionMinor
+        self.headers = headers
+        self.framing = framing
+        self.keepAlive = keepAlive
+        self.expectContinue = expectContinue
+        self.connectionTokens = connectionTokens
+        self.hostText = nil
+        self.hostValue = hostValue
     }
 
     public static func == (lhs: HTTPRequestHead, rhs: HTTPRequestHead) -> Bool {

@@ -99,9 +99,32 @@ public struct HTTPRequestHeadParser: Sendable {
         case .failure(let error): return error
         case .success(let minor): versionMinor = minor
         }
-        method = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[start..<methodEnd]), as: UTF8.self)
+        method = Self.methodString(UnsafeRawBufferPointer(rebasing: buffer[start..<methodEnd]))
         target = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[targetStart..<targetEnd]), as: UTF8.self)
         return nil
+    }
+
+    /// The method as a `String`: the methods of RFC 9110 §9.3 other than CONNECT and TRACE are literals (no decoding,
+    /// no storage), compared byte for byte (methods are case-sensitive); any other token is decoded.
+    static func methodString(_ bytes: UnsafeRawBufferPointer) -> String {
+        @inline(__always) func matches(_ literal: StaticString) -> Bool {
+            let expected = literal.utf8Start
+            for i in 0..<bytes.count where bytes[i] != expected[i] { return false }
+            return true
+        }
+        switch bytes.count {
+        case 3:
+            if matches("GET") { return "GET" }
+            if matches("PUT") { return "PUT" }
+        case 4:
+            if matches("POST") { return "POST" }
+            if matches("HEAD") { return "HEAD" }
+        case 5: if matches("PATCH") { return "PATCH" }
+        case 6: if matches("DELETE") { return "DELETE" }
+        case 7: if matches("OPTIONS") { return "OPTIONS" }
+        default: break
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Applies the framing and connection rules to the complete field section (RFC 9112 §3.2, §6, §9.3).
@@ -126,6 +149,6 @@ public struct HTTPRequestHeadParser: Sendable {
             method: method, target: target, versionMinor: versionMinor, headers: headers, framing: framing,
             keepAlive: fields.keepAlive(versionMinor: versionMinor),
             expectContinue: versionMinor == 1 && fields.expectContinue,
-            connectionTokens: fields.connectionTokens, host: fields.host))
+            connectionTokens: fields.connectionTokens, hostValue: fields.hostValue))
     }
 }

@@ -7,9 +7,10 @@ struct HeadFields: Sendable {
     var hasTransferEncoding = false
     /// Lower-cased tokens of every `Connection` field (RFC 9110 §7.6.1).
     var connectionTokens: [String] = []
-    /// Number of `Host` fields and the value of the first.
+    /// Number of `Host` fields and where the value of the first lies in the head's bytes (a string only when asked for:
+    /// `HTTPRequestHead.host`).
     var hostCount = 0
-    var host: String?
+    var hostValue: Range<Int32>?
     /// `Expect: 100-continue` present (RFC 9110 §10.1.1).
     var expectContinue = false
     /// `close` / `keep-alive` among `connectionTokens` (any case: the tokens are lower-cased).
@@ -58,7 +59,7 @@ struct HeadFields: Sendable {
                                 failure = .badRequest("invalid_host")
                                 return
                             }
-                            result.host = String(decoding: value, as: UTF8.self)
+                            result.hostValue = f.valueStart..<f.valueEnd
                         }
                     }
                 case UInt8(ascii: "e"):

@@ -33,7 +33,14 @@ struct HeadScanner: Sendable {
     /// No byte of the current line so far is below 0x20 or DEL (found by the word-at-a-time pass, which checks for
     /// them anyway): its field value then needs no second byte check.
     private var lineClean = true
+    /// The field ranges of the head being scanned. Emptied when the next head's start line is complete, not at
+    /// `reset()`: the head just returned shares this storage until it is dropped (the exchange or the response writer
+    /// is done with it), so emptying it then reuses the storage in place instead of copying it (an allocation and a
+    /// free per head).
     private var fields: [HTTPHeaderField] = []
+    /// The head bytes of the last head (up to `reusedHeadBytes`), shared with it in the same way: a head whose
+    /// predecessor is gone is copied into storage already allocated.
+    private var headBytes: [UInt8] = []
     private var failed: HTTPParseError?
 
     init(limits: HTTPParserLimits, skipsLeadingEmptyLines: Bool, startLineTooLong: HTTPParseError) {
@@ -49,7 +56,7 @@ struct HeadScanner: Sendable {
         leadingEmptyLines = 0
         sawStartLine = false
         lineClean = true
-        fields.removeAll(keepingCapacity: true)
+        // `fields` is emptied at the next start line (see its comment).
         // Only when set: assigning nil over nil still destroyed the old optional through value witnesses.
         if failed != nil { failed = nil }
     }
@@ -149,12 +156,10 @@ struct HeadScanner: Sendable {
                 lineClean = true
                 if !sawStartLine {
                     sawStartLine = true
+                    if !fields.isEmpty { fields.removeAll(keepingCapacity: true) }
                     return .startLine(start: start, end: end)
                 }
-                if start == end {
-                    let headBytes = [UInt8](UnsafeRawBufferPointer(rebasing: buffer[headStart..<position]))
-                    return .complete(HTTPHeaders(validatedBytes: headBytes, fields: fields), consumed: position)
-                }
+                if start == end { return .complete(completeHeaders(buffer), consumed: position) }
                 if let error = addField(buffer, start, end, clean: clean) { return fail(error) }
                 continue
             }
@@ -165,6 +170,22 @@ struct HeadScanner: Sendable {
             position += 1
         }
         return .needMore
+    }
+
+    /// A head up to this size keeps its bytes in `headBytes` (reused from head to head); a larger one gets an array of
+    /// its own, so an idle connection holds at most this much after a large head.
+    static let reusedHeadBytes = 2048
+
+    /// The headers of the head that ends at `position`: its bytes copied out of `buffer` with the field ranges.
+    private mutating func completeHeaders(_ buffer: UnsafeRawBufferPointer) -> HTTPHeaders {
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[headStart..<position])
+        guard bytes.count <= Self.reusedHeadBytes else {
+            return HTTPHeaders(validatedBytes: [UInt8](bytes), fields: fields)
+        }
+        // In place when the previous head is gone (the usual case); a copy of the storage otherwise, as before.
+        headBytes.removeAll(keepingCapacity: true)
+        headBytes.append(contentsOf: bytes)
+        return HTTPHeaders(validatedBytes: headBytes, fields: fields)
     }
 
     /// Validates field line `start..<end` (RFC 9112 §5, RFC 9110 §5.1 and §5.5) and records its ranges.

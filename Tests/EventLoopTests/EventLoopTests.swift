@@ -1,3 +1,4 @@
+import CSystemShims
 import EventLoop
 import Foundation
 import Synchronization
@@ -75,6 +76,22 @@ import Testing
         #expect(String(decoding: b.readableBytes(), as: UTF8.self) == "0 1234567 -42 0 abcdef")
         b.consume(b.readableCount)
         #expect(b.isEmpty)
+    }
+
+    @Test func eventBitsAreTheSystemsOwn() {
+        #expect(EventLoop.readable == CSystemShims_EPOLLIN)
+        #expect(EventLoop.writable == CSystemShims_EPOLLOUT)
+        #expect(EventLoop.error == CSystemShims_EPOLLERR)
+        #expect(EventLoop.hangup == CSystemShims_EPOLLHUP)
+        #expect(EventLoop.readHangup == CSystemShims_EPOLLRDHUP)
+    }
+
+    @Test func ioBufferAppendsSmallAndLargeStringsAndSubstrings() {
+        let b = IOBuffer(capacity: 0)
+        let large = String(repeating: "abcdefgh", count: 8)
+        b.append("GET"); b.append(large); b.append(large.dropFirst(60)); b.append("é/ü")
+        b.append(Substring("x")); b.append("")
+        #expect(String(decoding: b.readableBytes(), as: UTF8.self) == "GET" + large + "efgh" + "é/ü" + "x")
     }
 
     @Test func socketPairReadWriteReportsWouldBlockAndEOF() throws {

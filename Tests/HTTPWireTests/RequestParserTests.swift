@@ -183,6 +183,42 @@ struct RequestParserTests {
         #expect(short.withUnsafeBytes { parser.parse($0) }.head?.target == "/")
     }
 
+    /// The parser reuses its storage for the next head only once the previous head is gone: a head kept alive (an
+    /// exchange still holding it, a pipelined request) keeps its own bytes, fields and host.
+    @Test func aHeadKeptAliveIsUnchangedByTheNextOnes() throws {
+        let large = "GET /big HTTP/1.1\r\nHost: big\r\nX-Pad: " + String(repeating: "p", count: 3000) + "\r\n\r\n"
+        let texts = ["GET /1 HTTP/1.1\r\nHost: one\r\nX-A: a\r\n\r\n", "PUT /22 HTTP/1.1\r\nHost: two.example\r\n\r\n",
+                     large, "DELETE /3 HTTP/1.0\r\nX-B: b\r\nX-C: c\r\n\r\n", "OPTIONS * HTTP/1.1\r\nhost: four\r\n\r\n"]
+        var parser = HTTPRequestHeadParser()
+        var kept: [HTTPRequestHead] = []
+        for text in texts {
+            let head = try #require(bytes(text).withUnsafeBytes { parser.parse($0) }.head)
+            #expect(head == parseRequest(text).head)
+            kept.append(head)
+        }
+        for (text, head) in zip(texts, kept) {
+            #expect(head.headers.bytes == bytes(text))
+            #expect(head == parseRequest(text).head)
+        }
+        #expect(kept.map(\.method) == ["GET", "PUT", "GET", "DELETE", "OPTIONS"])
+        #expect(kept.map(\.host) == ["one", "two.example", "big", nil, "four"])
+        #expect(kept[0].headers.value(at: 1) == "a" && kept[3].headers.value(at: 1) == "c")
+        // One at a time (each head dropped before the next, so the storage is reused in place): the same heads.
+        for text in texts + texts.reversed() {
+            let head = try #require(bytes(text).withUnsafeBytes { parser.parse($0) }.head)
+            #expect(head.headers.bytes == bytes(text))
+            #expect(head == parseRequest(text).head)
+        }
+    }
+
+    @Test func commonAndUncommonMethodsKeepTheirExactText() {
+        for method in ["GET", "PUT", "POST", "HEAD", "PATCH", "DELETE", "OPTIONS", "GETS", "GEt", "get", "Post",
+                       "PROPFIND", "CONNECT", "TRACE", "PUX", "OPTIONZ"] {
+            let target = method == "CONNECT" ? "example.com:443" : "/"
+            #expect(parseRequest("\(method) \(target) HTTP/1.1\r\nHost: a\r\n\r\n").head?.method == method)
+        }
+    }
+
     @Test func headersBytesAreACopyOfTheHeadOnly() {
         let text = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
         let head = parseRequest(text + "trailing").head

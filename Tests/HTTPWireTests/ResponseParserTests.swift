@@ -106,6 +106,22 @@ struct ResponseParserTests {
         #expect(!head201.isInformational)
     }
 
+    @Test func aResponseHeadKeptAliveIsUnchangedByTheNextOnes() throws {
+        let texts = ["HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: a\r\n\r\n", "HTTP/1.1 404 Not Found\r\nServer: s\r\n\r\n",
+                     "HTTP/1.1 204 No Content\r\n\r\n"]
+        var parser = HTTPResponseHeadParser()
+        var kept: [HTTPResponseHead] = []
+        for text in texts {
+            let head = try #require(bytes(text).withUnsafeBytes { parser.parse($0) }.head)
+            kept.append(head)
+        }
+        for (text, head) in zip(texts, kept) {
+            #expect(head.headers.bytes == bytes(text))
+            #expect(head == parseResponse(text).head)
+        }
+        #expect(kept.map(\.reason) == ["OK", "Not Found", "No Content"])
+    }
+
     @Test(arguments: framingTable)
     func framing(_ testCase: FramingCase) throws {
         let head = try #require(parseResponse(testCase.head).head)
