@@ -6,8 +6,10 @@ gateway has parsed a request on (not just an accepted socket). With all of them 
 gateway's VmRSS from /proc/PID/status, then closes them and reads it again. It does this --passes times (default
 2): memory that is reused comes back to the same level on pass 2; memory that keeps growing pass after pass is
 retained (a leak, or allocator fragmentation). Prints human lines on stderr and one JSON object on stdout.
+Connections come from 127.0.0.1, 127.0.0.2, ... (--per-address each), so the gateway's per-address bound stays on.
 
 usage: idle_conns.py --port P --pid PID [--count 10000] [--admin ADMIN_PORT] [--hold 2] [--passes 2]
+                     [--per-address 900]
 """
 import argparse
 import json
@@ -95,7 +97,10 @@ def one_pass(args, log):
     started = time.monotonic()
     for i in range(args.count):
         try:
-            s = socket.create_connection(("127.0.0.1", args.port), timeout=10)
+            # From 127.0.0.1, 127.0.0.2, ...: at most --per-address connections from each, under the gateway's
+            # default server.limits.max_connections_per_address (1,000), which is left on.
+            source = f"127.0.0.{1 + i // args.per_address}"
+            s = socket.create_connection(("127.0.0.1", args.port), timeout=10, source_address=(source, 0))
             s.sendall(REQUEST)
             status, headers = read_response(s)
             if status != 200 or headers.get("connection", "").lower() == "close":
@@ -144,6 +149,8 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--pid", type=int, required=True, help="the gateway's pid (for /proc/PID/status)")
     ap.add_argument("--count", type=int, default=10000)
+    ap.add_argument("--per-address", type=int, default=900,
+                    help="connections per source address (127.0.0.N); the gateway's per-address bound is 1,000")
     ap.add_argument("--admin", type=int, default=0)
     ap.add_argument("--hold", type=float, default=2.0, help="seconds to wait with all connections idle")
     ap.add_argument("--passes", type=int, default=2,
