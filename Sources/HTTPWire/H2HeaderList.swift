@@ -12,6 +12,20 @@ public struct H2HeaderList {
         spans.reserveCapacity(16)
     }
 
+    /// Empties the list for reuse, keeping its storage unless it grew past `keepingUpTo` bytes (a list reused from
+    /// response to response allocates nothing; `reserve` makes sure the next one fits).
+    public mutating func removeAll(keepingUpTo limit: Int) {
+        if storage.capacity > limit { storage = [] } else { storage.removeAll(keepingCapacity: true) }
+        if spans.capacity > 64 { spans = [] } else { spans.removeAll(keepingCapacity: true) }
+        if !connectionTokens.isEmpty { connectionTokens = [] }
+    }
+
+    /// Reserves room for `capacity` bytes of names and values and 16 fields.
+    public mutating func reserve(_ capacity: Int) {
+        storage.reserveCapacity(capacity)
+        spans.reserveCapacity(16)
+    }
+
     /// Adds one field: the name lower-cased, the value OWS-trimmed. Dropped: a name that is not a token, a value
     /// with a control byte, and the connection-specific fields of RFC 9113 §8.2.2 (`connection`, `keep-alive`,
     /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
@@ -44,6 +58,30 @@ public struct H2HeaderList {
         name.withUTF8 { n in value.withUTF8 { v in add(UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)) } }
     }
 
+    /// `add` for a literal name (no `String` made or bridged).
+    public mutating func add(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
+        add(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value)
+    }
+
+    /// `add` for a literal name and a decimal number as the value (written on the stack, no `String`).
+    public mutating func add(_ name: StaticString, decimal: Int64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { raw in
+            var n = decimal.magnitude
+            var start = raw.count
+            repeat {
+                start -= 1
+                raw[start] = UInt8(ascii: "0") &+ UInt8(n % 10)
+                n /= 10
+            } while n > 0
+            if decimal < 0 {
+                start -= 1
+                raw[start] = UInt8(ascii: "-")
+            }
+            add(name, UnsafeRawBufferPointer(rebasing: raw[start...]))
+        }
+    }
+
     /// Calls `body` with `:status` followed by the kept fields as `nghttp2_nv` (valid during the call).
     func withNV<R>(status: Int, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
         // `:status` and its three digits live on the stack, the fields in `storage` as they are (no copy of the
@@ -60,20 +98,25 @@ public struct H2HeaderList {
         return withUnsafeMutableBytes(of: &digits) { digitBytes in
             storage.withUnsafeBufferPointer { raw in
                 let base = UnsafeMutablePointer(mutating: raw.baseAddress ?? statusName.utf8Start)
-                var nva: [nghttp2_nv] = []
-                nva.reserveCapacity(spans.count + 1)
-                nva.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
-                                      value: digitBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), namelen: 7,
-                                      valuelen: 3, flags: flags))
-                for span in spans {
-                    if !tokens.isEmpty {
-                        let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
-                        if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                // On the stack for a usual list (no array per response).
+                return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count + 1) { nva in
+                    let nv = nva.baseAddress!
+                    nv.initialize(to: nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
+                                                 value: digitBytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                                 namelen: 7, valuelen: 3, flags: flags))
+                    var count = 1
+                    for span in spans {
+                        if !tokens.isEmpty {
+                            let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
+                            if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                        }
+                        (nv + count).initialize(to: nghttp2_nv(name: base + span.name, value: base + span.value,
+                                                               namelen: span.nameLength, valuelen: span.valueLength,
+                                                               flags: flags))
+                        count += 1
                     }
-                    nva.append(nghttp2_nv(name: base + span.name, value: base + span.value, namelen: span.nameLength,
-                                          valuelen: span.valueLength, flags: flags))
+                    return body(UnsafeBufferPointer(start: nv, count: count))
                 }
-                return nva.withUnsafeBufferPointer(body)
             }
         }
     }
