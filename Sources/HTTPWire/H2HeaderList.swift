@@ -3,7 +3,7 @@ import CNghttp2
 /// Response header fields collected into one byte buffer, then exposed as an `nghttp2_nv` array.
 public struct H2HeaderList {
     private var storage: [UInt8] = []
-    private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+    private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
     private var connectionTokens: [[UInt8]] = []
 
     /// An empty list; `capacity` bytes of names and values are reserved.
@@ -30,6 +30,19 @@ public struct H2HeaderList {
     /// with a control byte, and the connection-specific fields of RFC 9113 §8.2.2 (`connection`, `keep-alive`,
     /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
     public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        add(name, value, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+    }
+
+    /// `add` for a value unique to its response (a request id): sent as a literal never indexed (RFC 7541 §6.2.3). An
+    /// indexed one would take a new entry of the connection's HPACK dynamic table per response, evicting the fields
+    /// that do repeat (`date`, `server`, …), and nghttp2's encoder walks every entry of the same name (its table is
+    /// hashed by name) comparing names and values: a hundred `memcmp` per response once the table is full of them.
+    public mutating func addNeverIndexed(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
+        add(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value,
+            flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+    }
+
+    private mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, flags: UInt8) {
         guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value) else { return }
         if HTTPHeaderName.isConnectionSpecific(name) || (name.count == 2 && HTTPSyntax.equalsLowercased(name, "te")) {
             if name.count == 10, HTTPSyntax.equalsLowercased(name, "connection") {
@@ -48,7 +61,7 @@ public struct H2HeaderList {
         }
         let valueStart = storage.count
         storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
-        spans.append((nameStart, name.count, valueStart, upper - lower))
+        spans.append((nameStart, name.count, valueStart, upper - lower, flags))
     }
 
     /// `add` for strings (names and values the gateway makes itself).
@@ -112,7 +125,7 @@ public struct H2HeaderList {
                         }
                         (nv + count).initialize(to: nghttp2_nv(name: base + span.name, value: base + span.value,
                                                                namelen: span.nameLength, valuelen: span.valueLength,
-                                                               flags: flags))
+                                                               flags: span.flags))
                         count += 1
                     }
                     return body(UnsafeBufferPointer(start: nv, count: count))

@@ -108,4 +108,37 @@ struct H2RequestHeadTests {
             #expect(names(list) == [":status", "x-gone", "content-length"])
         }
     }
+
+    /// A request id goes out as a literal never indexed (RFC 7541 §6.2.3): the same field for the client, no entry in
+    /// the connection's HPACK table per response.
+    @Test func neverIndexedFieldsArriveUnchanged() throws {
+        var list = H2HeaderList()
+        list.add("x-a", "1")
+        Array("0123456789abcdef".utf8).withUnsafeBytes { list.addNeverIndexed("X-Request-Id", $0) }
+        let flags = list.withNV(status: 200) { nva in nva.map(\.flags) }
+        #expect(flags == [0, 0, UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)])
+
+        let recorder = H2Recorder()
+        var n = 0
+        recorder.onRequest = { session, id, _, _ in
+            n += 1
+            var list = H2HeaderList()
+            list.add("x-a", "1")
+            Array("id-\(n)".utf8).withUnsafeBytes { list.addNeverIndexed("x-request-id", $0) }
+            session.sendResponseHead(streamID: id, status: 200, list: list, endStream: true)
+        }
+        let server = H2ServerSession(delegate: recorder)
+        let client = H2TestClient()
+        var ids: [Int32] = []
+        for _ in 0..<3 {
+            ids.append(client.request([(":method", "GET"), (":scheme", "https"), (":authority", "a"), (":path", "/")]))
+            pump(client, server)
+        }
+        for (i, id) in ids.enumerated() {
+            let response = try #require(client.responses[id])
+            #expect(response.status == 200)
+            #expect(response.headers.map(\.0) == ["x-a", "x-request-id"])
+            #expect(response.headers.last?.1 == "id-\(i + 1)")
+        }
+    }
 }

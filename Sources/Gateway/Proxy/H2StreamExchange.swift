@@ -75,7 +75,8 @@ final class H2StreamExchange: ExchangeResponder {
         var list = connection.takeHeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
         if case .contentLength(let n) = framing { list.add("content-length", decimal: n) }
-        ex.id.withBytes { list.add("x-request-id", $0) }
+        // Unique per response: never indexed (no HPACK table entry per response; see `addNeverIndexed`).
+        ex.id.withBytes { list.addNeverIndexed("x-request-id", $0) }
         var endStream = false
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
