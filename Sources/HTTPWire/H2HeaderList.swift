@@ -3,7 +3,7 @@ import CNghttp2
 /// Response header fields collected into one byte buffer, then exposed as an `nghttp2_nv` array.
 public struct H2HeaderList {
     private var storage: [UInt8] = []
-    private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+    private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
     private var connectionTokens: [[UInt8]] = []
 
     /// An empty list; `capacity` bytes of names and values are reserved.
@@ -12,10 +12,37 @@ public struct H2HeaderList {
         spans.reserveCapacity(16)
     }
 
+    /// Empties the list for reuse, keeping its storage unless it grew past `keepingUpTo` bytes (a list reused from
+    /// response to response allocates nothing; `reserve` makes sure the next one fits).
+    public mutating func removeAll(keepingUpTo limit: Int) {
+        if storage.capacity > limit { storage = [] } else { storage.removeAll(keepingCapacity: true) }
+        if spans.capacity > 64 { spans = [] } else { spans.removeAll(keepingCapacity: true) }
+        if !connectionTokens.isEmpty { connectionTokens = [] }
+    }
+
+    /// Reserves room for `capacity` bytes of names and values and 16 fields.
+    public mutating func reserve(_ capacity: Int) {
+        storage.reserveCapacity(capacity)
+        spans.reserveCapacity(16)
+    }
+
     /// Adds one field: the name lower-cased, the value OWS-trimmed. Dropped: a name that is not a token, a value
     /// with a control byte, and the connection-specific fields of RFC 9113 §8.2.2 (`connection`, `keep-alive`,
     /// `proxy-connection`, `transfer-encoding`, `upgrade`, `te`); fields named in `Connection` are left out too.
     public mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        add(name, value, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+    }
+
+    /// `add` for a value unique to its response (a request id): sent as a literal never indexed (RFC 7541 §6.2.3). An
+    /// indexed one would take a new entry of the connection's HPACK dynamic table per response, evicting the fields
+    /// that do repeat (`date`, `server`, …), and nghttp2's encoder walks every entry of the same name (its table is
+    /// hashed by name) comparing names and values: a hundred `memcmp` per response once the table is full of them.
+    public mutating func addNeverIndexed(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
+        add(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value,
+            flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+    }
+
+    private mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, flags: UInt8) {
         guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value) else { return }
         if HTTPHeaderName.isConnectionSpecific(name) || (name.count == 2 && HTTPSyntax.equalsLowercased(name, "te")) {
             if name.count == 10, HTTPSyntax.equalsLowercased(name, "connection") {
@@ -34,7 +61,7 @@ public struct H2HeaderList {
         }
         let valueStart = storage.count
         storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
-        spans.append((nameStart, name.count, valueStart, upper - lower))
+        spans.append((nameStart, name.count, valueStart, upper - lower, flags))
     }
 
     /// `add` for strings (names and values the gateway makes itself).
@@ -42,6 +69,30 @@ public struct H2HeaderList {
         var name = name
         var value = value
         name.withUTF8 { n in value.withUTF8 { v in add(UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)) } }
+    }
+
+    /// `add` for a literal name (no `String` made or bridged).
+    public mutating func add(_ name: StaticString, _ value: UnsafeRawBufferPointer) {
+        add(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value)
+    }
+
+    /// `add` for a literal name and a decimal number as the value (written on the stack, no `String`).
+    public mutating func add(_ name: StaticString, decimal: Int64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { raw in
+            var n = decimal.magnitude
+            var start = raw.count
+            repeat {
+                start -= 1
+                raw[start] = UInt8(ascii: "0") &+ UInt8(n % 10)
+                n /= 10
+            } while n > 0
+            if decimal < 0 {
+                start -= 1
+                raw[start] = UInt8(ascii: "-")
+            }
+            add(name, UnsafeRawBufferPointer(rebasing: raw[start...]))
+        }
     }
 
     /// Calls `body` with `:status` followed by the kept fields as `nghttp2_nv` (valid during the call).
@@ -60,20 +111,25 @@ public struct H2HeaderList {
         return withUnsafeMutableBytes(of: &digits) { digitBytes in
             storage.withUnsafeBufferPointer { raw in
                 let base = UnsafeMutablePointer(mutating: raw.baseAddress ?? statusName.utf8Start)
-                var nva: [nghttp2_nv] = []
-                nva.reserveCapacity(spans.count + 1)
-                nva.append(nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
-                                      value: digitBytes.baseAddress!.assumingMemoryBound(to: UInt8.self), namelen: 7,
-                                      valuelen: 3, flags: flags))
-                for span in spans {
-                    if !tokens.isEmpty {
-                        let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
-                        if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                // On the stack for a usual list (no array per response).
+                return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count + 1) { nva in
+                    let nv = nva.baseAddress!
+                    nv.initialize(to: nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start),
+                                                 value: digitBytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                                 namelen: 7, valuelen: 3, flags: flags))
+                    var count = 1
+                    for span in spans {
+                        if !tokens.isEmpty {
+                            let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
+                            if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                        }
+                        (nv + count).initialize(to: nghttp2_nv(name: base + span.name, value: base + span.value,
+                                                               namelen: span.nameLength, valuelen: span.valueLength,
+                                                               flags: span.flags))
+                        count += 1
                     }
-                    nva.append(nghttp2_nv(name: base + span.name, value: base + span.value, namelen: span.nameLength,
-                                          valuelen: span.valueLength, flags: flags))
+                    return body(UnsafeBufferPointer(start: nv, count: count))
                 }
-                return nva.withUnsafeBufferPointer(body)
             }
         }
     }

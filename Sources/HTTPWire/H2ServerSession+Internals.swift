@@ -24,7 +24,13 @@ extension H2ServerSession {
             }
             var provider = nghttp2_data_provider()
             provider.source.ptr = nil
-            provider.read_callback = H2ServerSession.readCallback
+            // A closure literal, not a `static let`: a global would be reached through `swift_once` per response.
+            provider.read_callback = { _, streamID, buffer, length, flags, _, user in
+                guard let user else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+                return Unmanaged<H2ServerSession>.fromOpaque(user)._withUnsafeGuaranteedRef {
+                    $0.readData(streamID, buffer, length, flags)
+                }
+            }
             return nghttp2_submit_response(session, streamID, nva.baseAddress, nva.count, &provider)
         }
         guard rv == 0 else { return false }
@@ -70,53 +76,71 @@ extension H2ServerSession {
         }
     }
 
-    static func from(_ userData: UnsafeMutableRawPointer?) -> H2ServerSession? {
-        guard let userData else { return nil }
-        return Unmanaged<H2ServerSession>.fromOpaque(userData).takeUnretainedValue()
-    }
-
     // MARK: nghttp2 callbacks
+
+    /// Runs `body` with the session behind a callback's user data, which is alive for the whole callback (nghttp2
+    /// calls back only from inside `receive` and `send`): no retain and release around each of the several callbacks
+    /// per request.
+    @inline(__always)
+    static func with(_ userData: UnsafeMutableRawPointer?, _ body: (H2ServerSession) -> Int32) -> Int32 {
+        guard let userData else { return 0 }
+        return Unmanaged<H2ServerSession>.fromOpaque(userData)._withUnsafeGuaranteedRef(body)
+    }
 
     static func install(_ callbacks: OpaquePointer?) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
-            guard let frame, let me = H2ServerSession.from(user) else { return 0 }
-            me.onBeginHeaders(frame.pointee)
-            return me.callbackResult
+            guard let frame else { return 0 }
+            return H2ServerSession.with(user) { me in
+                me.onBeginHeaders(frame.pointee)
+                return me.callbackResult
+            }
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
-            guard let frame, let me = H2ServerSession.from(user) else { return 0 }
-            me.onHeader(frame.pointee, UnsafeRawBufferPointer(start: name, count: nameLength),
-                        UnsafeRawBufferPointer(start: value, count: valueLength))
-            return me.callbackResult
+            guard let frame else { return 0 }
+            return H2ServerSession.with(user) { me in
+                me.onHeader(frame.pointee, UnsafeRawBufferPointer(start: name, count: nameLength),
+                            UnsafeRawBufferPointer(start: value, count: valueLength))
+                return me.callbackResult
+            }
         }
         nghttp2_session_callbacks_set_on_invalid_header_callback(callbacks) { _, frame, _, _, _, _, _, user in
-            guard let frame, let me = H2ServerSession.from(user) else { return 0 }
-            if let stream = me.streams[frame.pointee.hd.stream_id] { me.reject(stream) }
-            return me.callbackResult
+            guard let frame else { return 0 }
+            return H2ServerSession.with(user) { me in
+                if let stream = me.streams[frame.pointee.hd.stream_id] { me.reject(stream) }
+                return me.callbackResult
+            }
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
-            guard let frame, let me = H2ServerSession.from(user) else { return 0 }
-            me.onFrameReceived(frame.pointee)
-            return me.callbackResult
+            guard let frame else { return 0 }
+            return H2ServerSession.with(user) { me in
+                me.onFrameReceived(frame.pointee)
+                return me.callbackResult
+            }
         }
         nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks) { _, _, _, user in
-            guard let me = H2ServerSession.from(user) else { return 0 }
-            me.glitch("invalid_frame")
-            return me.callbackResult
+            H2ServerSession.with(user) { me in
+                me.glitch("invalid_frame")
+                return me.callbackResult
+            }
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
-            guard let me = H2ServerSession.from(user) else { return 0 }
-            me.onData(streamID, UnsafeRawBufferPointer(start: data, count: length))
-            return me.callbackResult
+            H2ServerSession.with(user) { me in
+                me.onData(streamID, UnsafeRawBufferPointer(start: data, count: length))
+                return me.callbackResult
+            }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in
-            H2ServerSession.from(user)?.onStreamClose(streamID, H2ErrorCode(rawValue: errorCode))
-            return 0
+            H2ServerSession.with(user) { me in
+                me.onStreamClose(streamID, H2ErrorCode(rawValue: errorCode))
+                return 0
+            }
         }
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, user in
-            guard let frame, let me = H2ServerSession.from(user) else { return 0 }
-            me.onFrameSent(frame.pointee)
-            return 0
+            guard let frame else { return 0 }
+            return H2ServerSession.with(user) { me in
+                me.onFrameSent(frame.pointee)
+                return 0
+            }
         }
     }
 
@@ -124,10 +148,5 @@ extension H2ServerSession {
     /// the rest of the input (a flood buffer would otherwise still be parsed and answered).
     var callbackResult: Int32 {
         closeReason == nil ? 0 : Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
-    }
-
-    static let readCallback: nghttp2_data_source_read_callback = { _, streamID, buffer, length, flags, _, user in
-        guard let me = H2ServerSession.from(user) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        return me.readData(streamID, buffer, length, flags)
     }
 }

@@ -6,6 +6,9 @@ extension H2ServerSession {
     func onBeginHeaders(_ frame: nghttp2_frame) {
         guard UInt32(frame.hd.type) == NGHTTP2_HEADERS.rawValue, frame.headers.cat == NGHTTP2_HCAT_REQUEST else { return }
         streams[frame.hd.stream_id] = H2Stream(id: frame.hd.stream_id)
+        // The pseudo-fields of this header block go into the reused buffer (kept unless a long one grew it).
+        if pseudoBytes.capacity > 4096 { pseudoBytes = [] } else { pseudoBytes.removeAll(keepingCapacity: true) }
+        pseudoOwner = frame.hd.stream_id
     }
 
     func onHeader(_ frame: nghttp2_frame, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
@@ -21,9 +24,16 @@ extension H2ServerSession {
         }
         if isPseudo {
             // Pseudo-fields come first and once each (RFC 9113 §8.3); a switch on the name, no key paths.
-            guard stream.fields.isEmpty, stream.cookie == nil, stream.hostValue == nil else { reject(stream); return }
-            func setOnce(_ slot: inout [UInt8]?) {
-                if slot == nil { slot = Array(value) } else { reject(stream) }
+            guard stream.fields.isEmpty, stream.cookie == nil, stream.hostValue == nil, pseudoOwner == stream.id else {
+                reject(stream)
+                return
+            }
+            func setOnce(_ slot: inout Range<Int32>?) {
+                guard slot == nil else { reject(stream); return }
+                if pseudoBytes.capacity == 0 { pseudoBytes.reserveCapacity(256) }
+                let start = pseudoBytes.count
+                pseudoBytes.append(contentsOf: value)
+                slot = Int32(clamping: start)..<Int32(clamping: pseudoBytes.count)
             }
             switch name.count {
             case 5 where HTTPSyntax.equalsLowercased(name, ":path"): setOnce(&stream.path)
@@ -140,49 +150,71 @@ extension H2ServerSession {
             delegate?.h2(self, streamExceededHeaderLimit: stream.id)
             return
         }
-        guard let methodBytes = stream.method, !methodBytes.isEmpty,
-              methodBytes.withUnsafeBytes({ HTTPSyntax.isToken($0) }) else { reject(stream); return }
-        let method = String(decoding: methodBytes, as: UTF8.self)
+        // The pseudo-fields were kept in `pseudoBytes` while this header block was read (`onBeginHeaders`).
+        guard pseudoOwner == stream.id else { reject(stream); return }
+        let pseudo = pseudoBytes
+        guard let head = pseudo.withUnsafeBytes({ requestHead(stream, endStream: endStream, pseudo: $0) }) else { return }
+        stream.announced = true
+        stream.dropHeadState()
+        delegate?.h2(self, didReceiveRequest: stream.id, head: head, endStream: endStream)
+    }
+
+    /// The request head of `stream` (its pseudo-fields' values in `pseudo`), or nil when the stream was rejected.
+    private func requestHead(_ stream: H2Stream, endStream: Bool, pseudo: UnsafeRawBufferPointer) -> HTTPRequestHead? {
+        func bytes(_ range: Range<Int32>) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(rebasing: pseudo[Int(range.lowerBound)..<Int(range.upperBound)])
+        }
+        guard let methodRange = stream.method, !methodRange.isEmpty, HTTPSyntax.isToken(bytes(methodRange)) else {
+            reject(stream)
+            return nil
+        }
+        // The common methods are literals (no decoding, no storage).
+        let method = HTTPRequestHeadParser.methodString(bytes(methodRange))
         if method == "CONNECT" {
             reject(stream, .refusedStream)
-            return
+            return nil
         }
-        guard let path = stream.path, let first = path.first, stream.scheme != nil,
-              path.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }),
-              first == UInt8(ascii: "/") || (path == [UInt8(ascii: "*")] && method == "OPTIONS") else {
+        guard let pathRange = stream.path, !pathRange.isEmpty, stream.scheme != nil else { reject(stream); return nil }
+        let path = bytes(pathRange)
+        guard path.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }),
+              path[0] == UInt8(ascii: "/") || (path.count == 1 && path[0] == UInt8(ascii: "*") && method == "OPTIONS") else {
             reject(stream)
-            return
+            return nil
         }
-        if let authority = stream.authority {
-            guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else { reject(stream); return }
+        let authority = stream.authority.map(bytes)
+        if let authority {
+            guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else { reject(stream); return nil }
             if let host = stream.hostValue {
                 guard host.count == authority.count,
                       zip(host, authority).allSatisfy({ HTTPSyntax.lowercased($0) == HTTPSyntax.lowercased($1) }) else {
                     reject(stream)
-                    return
+                    return nil
                 }
             } else {
-                "host".utf8.withContiguousStorageIfAvailable { n in
-                    authority.withUnsafeBytes { stream.appendField(UnsafeRawBufferPointer(n), $0) }
-                }
+                let name: StaticString = "host"
+                stream.appendField(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), authority)
             }
         }
-        guard let hostBytes = stream.authority ?? stream.hostValue else { reject(stream); return }
+        let host: String
+        if let authority { host = String(decoding: authority, as: UTF8.self) } else if let hostValue = stream.hostValue {
+            host = String(decoding: hostValue, as: UTF8.self)
+        } else {
+            reject(stream)
+            return nil
+        }
         if let cookie = stream.cookie {
-            "cookie".utf8.withContiguousStorageIfAvailable { n in
-                cookie.withUnsafeBytes { stream.appendField(UnsafeRawBufferPointer(n), $0) }
+            let name: StaticString = "cookie"
+            cookie.withUnsafeBytes {
+                stream.appendField(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), $0)
             }
         }
         let framing: RequestBodyFraming
         if let n = stream.contentLength { framing = .contentLength(n) } else { framing = endStream ? .none : .chunked }
-        let head = HTTPRequestHead(
+        return HTTPRequestHead(
             method: method, target: String(decoding: path, as: UTF8.self), versionMinor: 1,
             headers: HTTPHeaders(validatedBytes: stream.block, fields: stream.fields),
             framing: framing, keepAlive: true, expectContinue: stream.expectContinue,
-            connectionTokens: [], host: String(decoding: hostBytes, as: UTF8.self))
-        stream.announced = true
-        stream.dropHeadState()
-        delegate?.h2(self, didReceiveRequest: stream.id, head: head, endStream: endStream)
+            connectionTokens: [], host: host)
     }
 
     func onData(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {

@@ -56,6 +56,10 @@ public final class H2ServerSession {
 
     var session: OpaquePointer?
     var streams = StreamTable<H2Stream>()
+    /// The pseudo-fields' values of the header block being read (`H2Stream.method` etc. are ranges in it), reused from
+    /// block to block, and the stream that block belongs to.
+    var pseudoBytes: [UInt8] = []
+    var pseudoOwner: Int32 = 0
     var controlFrames: H2TokenBucket
     var glitches: H2TokenBucket
     var drained: [Int32] = []

@@ -2,11 +2,12 @@
 final class H2Stream {
     let id: Int32
 
-    // Request head being assembled from the header callbacks.
-    var method: [UInt8]?
-    var path: [UInt8]?
-    var scheme: [UInt8]?
-    var authority: [UInt8]?
+    // Request head being assembled from the header callbacks. The pseudo-fields' values are ranges in the session's
+    // `pseudoBytes` (one reused buffer: a header block is never interleaved with another stream's, RFC 9113 §4.3).
+    var method: Range<Int32>?
+    var path: Range<Int32>?
+    var scheme: Range<Int32>?
+    var authority: Range<Int32>?
     var hostValue: [UInt8]?
     var cookie: [UInt8]?
     var contentLength: Int64?

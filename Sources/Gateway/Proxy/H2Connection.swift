@@ -40,6 +40,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Body-less requests received in the current read, started only once every frame of that read is processed:
     /// a stream the client resets in the same read (HEADERS + RST_STREAM, Rapid Reset) never reaches an upstream.
     private var deferredStarts: [(streamID: Int32, head: HTTPRequestHead)] = []
+    /// The starts being made by `startDeferred` (swapped with `deferredStarts`: both arrays keep their storage, where a
+    /// copy and `removeAll(keepingCapacity:)` allocated a new one per read).
+    private var startsInProgress: [(streamID: Int32, head: HTTPRequestHead)] = []
     /// Streams that stopped reading their upstream because this connection or the process held too many response
     /// bytes; `capTimer` resumes them once both are back under half their limits.
     private var capPaused: Set<Int32> = []
@@ -82,11 +85,12 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     /// Starts the body-less streams of the read just processed that are still open (not reset meanwhile).
     private func startDeferred() {
-        guard !deferredStarts.isEmpty else { return }
-        let starts = deferredStarts
-        deferredStarts.removeAll(keepingCapacity: true)
-        for (id, head) in starts {
+        guard !deferredStarts.isEmpty, startsInProgress.isEmpty else { return }
+        swap(&deferredStarts, &startsInProgress)
+        defer { startsInProgress.removeAll(keepingCapacity: true) }
+        for i in startsInProgress.indices {
             guard !closed else { return }
+            let (id, head) = startsInProgress[i]
             streams[id]?.begin(head, endStream: true)
         }
     }
@@ -214,6 +218,22 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         guard !closed else { return }
         _ = session.sendResponseHead(streamID: streamID, status: status, list: list, endStream: endStream)
     }
+
+    /// A response header list to fill, with the storage of the last one (`recycle`): no allocation per response.
+    func takeHeaderList(capacity: Int) -> H2HeaderList {
+        var list = H2HeaderList()
+        swap(&list, &spareList)
+        list.reserve(capacity)
+        return list
+    }
+
+    /// Takes back a list from `takeHeaderList` once submitted (nghttp2 copied its fields).
+    func recycle(_ list: inout H2HeaderList) {
+        list.removeAll(keepingUpTo: 8 * 1024)
+        swap(&list, &spareList)
+    }
+
+    private var spareList = H2HeaderList()
 
     func sendData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) {
         guard !closed else { return }

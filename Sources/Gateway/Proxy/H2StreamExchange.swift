@@ -72,13 +72,15 @@ final class H2StreamExchange: ExchangeResponder {
 
     func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
-        var list = H2HeaderList(capacity: head.headers.bytes.count + 64)
+        var list = connection.takeHeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
-        if case .contentLength(let n) = framing { list.add("content-length", String(n)) }
-        list.add("x-request-id", ex.requestId)
+        if case .contentLength(let n) = framing { list.add("content-length", decimal: n) }
+        // Unique per response: never indexed (no HPACK table entry per response; see `addNeverIndexed`).
+        ex.id.withBytes { list.addNeverIndexed("x-request-id", $0) }
         var endStream = false
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
+        connection.recycle(&list)
         return connection.acceptsMore(streamID)
     }
 

@@ -1,9 +1,9 @@
 import EventLoop
 
 /// A request's id (`X-Request-Id`, docs/behaviour.md): the client's valid one, or 128 random bits. The bits' 32 hex
-/// digits are written straight into the upstream request head and the response head (`append(to:)`); their text is
-/// made only when something reads `string` (an access-log line, an error body, an HTTP/2 header), so a proxied
-/// HTTP/1.1 request with access logs off makes no string for it.
+/// digits are written straight into the upstream request head and the response head (`append(to:)`, `withBytes`); their
+/// text is made only when something reads `string` (an access-log line, an error body), so a proxied request with access
+/// logs off makes no string for it.
 struct RequestID {
     private let client: String?
     private let bits: (UInt64, UInt64)
@@ -20,6 +20,16 @@ struct RequestID {
 
     /// The id as text: the client's, or the bits' 32 lower-case hex digits.
     var string: String { client ?? RequestIdGenerator.string(bits) }
+
+    /// Calls `body` with the id's bytes (the same bytes as `string`; the bits' digits on the stack, no string).
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        if var client { return client.withUTF8 { body(UnsafeRawBufferPointer($0)) } }
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &digits) { raw in
+            RequestIdGenerator.write(bits, to: raw.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            return body(UnsafeRawBufferPointer(raw))
+        }
+    }
 
     /// Appends the id's bytes to `out` (the same bytes as `string`).
     func append(to out: IOBuffer) {

@@ -293,11 +293,16 @@ struct RequestIdGenerator {
     /// The same 32 digits appended to `out` in place: no string per request.
     static func append(_ bits: (UInt64, UInt64), to out: IOBuffer) {
         out.reserve(32)
-        let p = out.writable.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        write(bits, to: out.writable.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        out.didWrite(32)
+    }
+
+    /// The same 32 digits written at `p` (32 bytes).
+    @inline(__always)
+    static func write(_ bits: (UInt64, UInt64), to p: UnsafeMutablePointer<UInt8>) {
         var (a, b) = bits
         for i in 0..<16 { p[15 - i] = hexDigit(a & 0xF); a >>= 4 }
         for i in 0..<16 { p[31 - i] = hexDigit(b & 0xF); b >>= 4 }
-        out.didWrite(32)
     }
 
     @inline(__always)
