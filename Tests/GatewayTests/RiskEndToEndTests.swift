@@ -119,11 +119,20 @@ import TestSupport
             try RawHTTPClient.roundTrip(port: gateway.adminPort, "GET \(path) HTTP/1.1\r\nHost: a\r\n\r\n")
         }
 
-        /// One pass of the gateway's own refresher (its background loop may run one too: the per-key claim makes
-        /// them ask Apple once between them).
-        func refresh() async throws {
+        /// One pass of the gateway's own refresher, then until the key's stored metric is `metric`: the background
+        /// loop may hold the key's claim (the per-key claim makes the two ask Apple once between them), and then
+        /// `runOnce` returns before that loop has stored what Apple said. Waits at most 60 s (a bound, not a speed).
+        func refresh(expecting metric: Int) async throws {
             let refresher = try #require(gateway.server.issuer?.riskRefresher)
+            let state = try #require(gateway.server.issuer?.state as? IssuerReceiptState)
             _ = await refresher.runOnce()
+            let deadline = ContinuousClock.now + .seconds(60)
+            var stored = try await state.key(phone.device.keyId, appId: RiskEndToEndTests.appId)?.riskMetric
+            while stored != metric, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                stored = try await state.key(phone.device.keyId, appId: RiskEndToEndTests.appId)?.riskMetric
+            }
+            #expect(stored == metric, "the refresh stored \(String(describing: stored))")
         }
 
         /// Makes the phone's key due again (a day passing).
@@ -151,7 +160,7 @@ import TestSupport
 
         // Apple answers metric 3: above the route's 2, under the app's 5.
         rig.apple.queue([.receipt(riskMetric: 3)])
-        try await rig.refresh()
+        try await rig.refresh(expecting: 3)
         #expect(rig.apple.calls == 1)
         let three = try IssuerEndToEndTests.token(try rig.assert())
         #expect(try Self.risk(three) == 3)
@@ -168,7 +177,7 @@ import TestSupport
         // Apple answers metric 30: above the app's max_risk_metric, so assertions are refused.
         try await rig.makeDue()
         rig.apple.queue([.receipt(riskMetric: 30)])
-        try await rig.refresh()
+        try await rig.refresh(expecting: 30)
         #expect(rig.apple.calls == 2)
         let denied = try rig.assert()
         #expect(denied.status == 403 && denied.bodyText.contains("PERMISSION_DENIED"), "\(denied.bodyText)")
