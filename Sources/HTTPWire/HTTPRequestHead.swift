@@ -37,28 +37,31 @@ public final class HTTPRequestHead: Hashable, Sendable {
     private let hostValue: Range<Int32>?
 
     /// Creates a head; the parser is the normal source.
-    public init(
+    public convenience init(
         method: String, target: String, versionMinor: Int, headers: HTTPHeaders,
         framing: RequestBodyFraming, keepAlive: Bool, expectContinue: Bool,
         connectionTokens: [String], host: String?
     ) {
-        self.method = method
-        self.target = target
-        self.versionMinor = versionMinor
-        self.headers = headers
-        self.framing = framing
-        self.keepAlive = keepAlive
-        self.expectContinue = expectContinue
-        self.connectionTokens = connectionTokens
-        self.hostText = host
-        self.hostValue = nil
+        self.init(method: method, target: target, versionMinor: versionMinor, headers: headers, framing: framing,
+                  keepAlive: keepAlive, expectContinue: expectContinue, connectionTokens: connectionTokens,
+                  hostText: host, hostValue: nil)
     }
 
     /// The parser's initializer: `hostValue` is the range of the `Host` value in `headers.bytes` (inside it).
-    init(
+    convenience init(
         method: String, target: String, versionMinor: Int, headers: HTTPHeaders,
         framing: RequestBodyFraming, keepAlive: Bool, expectContinue: Bool,
         connectionTokens: [String], hostValue: Range<Int32>?
+    ) {
+        self.init(method: method, target: target, versionMinor: versionMinor, headers: headers, framing: framing,
+                  keepAlive: keepAlive, expectContinue: expectContinue, connectionTokens: connectionTokens,
+                  hostText: nil, hostValue: hostValue)
+    }
+
+    private init(
+        method: String, target: String, versionMinor: Int, headers: HTTPHeaders,
+        framing: RequestBodyFraming, keepAlive: Bool, expectContinue: Bool,
+        connectionTokens: [String], hostText: String?, hostValue: Range<Int32>?
     ) {
         self.method = method
         self.target = target
@@ -68,7 +71,7 @@ public final class HTTPRequestHead: Hashable, Sendable {
         self.keepAlive = keepAlive
         self.expectContinue = expectContinue
         self.connectionTokens = connectionTokens
-        self.hostText = nil
+        self.hostText = hostText
         self.hostValue = hostValue
     }
 
