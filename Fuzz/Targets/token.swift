@@ -1,13 +1,31 @@
 // libFuzzer target: the App Check token parser (AppCheck.AppCheckToken.parse: compact JWS split, strict
-// base64url, strict JSON header and payload, header rules). Never crashes; a success is self-consistent.
+// base64url, strict JSON header and payload, header rules). Never crashes; a success is self-consistent; and a
+// parse through the memo that lives across inputs (as an event loop's does across requests: remembered header parts,
+// claim strings and `aud` arrays) gives every input exactly the verdict it gets without one.
 import AppCheck
+
+nonisolated(unsafe) private let memo = AppCheckToken.ParseMemo()
+
+/// What a verdict consists of: the reason, or everything an accepted token carries.
+private func verdict(_ result: Result<ParsedToken, AppCheckReason>) -> String {
+    switch result {
+    case .failure(let reason): return "refused \(reason)"
+    case .success(let parsed):
+        let c = parsed.claims
+        return "kid \(parsed.kid) signature \(parsed.signature) range \(parsed.signingInputRange) iss \(String(describing: c.issuer)) "
+            + "exp \(String(describing: c.expiresAt)) \(c)"
+    }
+}
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let token = Array(UnsafeBufferPointer(start: data, count: size))
-    if case .success(let parsed) = AppCheckToken.parse(token) {
+    let plain = AppCheckToken.parse(token)
+    if case .success(let parsed) = plain {
         precondition(parsed.token == token && !parsed.kid.isEmpty)
         precondition(parsed.signingInputRange.upperBound <= token.count)
     }
+    let memoized = AppCheckToken.parse(token, memo: memo)
+    precondition(verdict(memoized) == verdict(plain), "the parse memo changed a verdict")
     return 0
 }

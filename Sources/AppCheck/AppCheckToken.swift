@@ -81,7 +81,7 @@ public enum AppCheckToken {
             var material = Array(token[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)
-            return SHA256Digest.hash(material)
+            return material.withUnsafeBytes { SHA256Digest.value($0) }
         }
         return .success(ParsedToken(token: token, kid: kid, firstDot: firstDot, claims: claims,
                                     signature: signature, signingInputRange: signingInputRange))

@@ -42,7 +42,7 @@ public enum AppCheckVerifier {
 
         guard case .value(let audMembers) = claims.aud else { return .failure(.malformed) }
         for required in policy.requiredAudiences
-        where !audMembers.contains(where: { utf8Equal($0, required) }) {
+        where !audMembers.contains(where: { if case .string(let member) = $0 { utf8Equal(member, required) } else { false } }) {
             return .failure(.wrongAudience)
         }
 
@@ -78,9 +78,9 @@ public enum AppCheckVerifier {
             provider = value
         }
 
-        guard let audiences = claims.audiences else { return .failure(.malformed) }  // a member not a string
+        guard claims.audAllStrings, case .value(let audiences) = claims.aud else { return .failure(.malformed) }  // a member not a string
 
-        let replayKey: [UInt8]
+        let replayKey: SHA256Digest.Value
         if jti != nil, let jtiKey = claims.jtiReplayKey {
             replayKey = jtiKey
         } else if let signatureKey = claims.signatureReplayKey {
@@ -90,7 +90,7 @@ public enum AppCheckVerifier {
             return .failure(.malformed)
         }
         // Built in place in the result (no copy of a mutable local).
-        return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audiences: audiences,
+        return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audienceValues: audiences,
                                        replayKey: replayKey, provider: provider, risk: RiskClaim(claims.risk)))
     }
 

@@ -28,22 +28,64 @@ extension StrictJSON {
     /// A few strings to hand out again (one thread's, not shared): `scanObject` gives a plain printable-ASCII string
     /// of a chosen member whose bytes equal one of them that String (its storage shared), else a new one that it
     /// remembers, the oldest replaced first. The value is the same either way.
+    ///
+    /// It keeps a few arrays of strings the same way (a token's `aud`, which repeats from token to token): an array
+    /// whose bytes, from `[` to its `]`, are those of one remembered is that array's value. An array's extent and
+    /// value are a function of its bytes alone (the parser reads nothing past its `]`), so the value is again the
+    /// same either way.
     final class StringMemo {
         static let capacity = 8
-        /// Each remembered string with a copy of its bytes (owned here), read in place: looking one up retains
-        /// nothing but the String it returns.
-        private struct Entry {
+        static let arrayCapacity = 4
+        /// Longer arrays are parsed every time and not remembered.
+        static let maxArrayBytes = 512
+        /// Each remembered string (or array) with a copy of its bytes (owned here), read in place: looking one up
+        /// retains nothing but the value it returns.
+        private struct Entry<Value> {
             let bytes: UnsafeMutablePointer<UInt8>
             let count: Int
-            let string: String
+            let value: Value
         }
-        private var entries: [Entry] = []
+        private var entries: [Entry<String>] = []
         private var next = 0
+        private var arrays: [Entry<JSONValue>] = []
+        private var nextArray = 0
 
         init() {}
 
         deinit {
             for entry in entries { entry.bytes.deallocate() }
+            for entry in arrays { entry.bytes.deallocate() }
+        }
+
+        /// The remembered array whose bytes start `input` at `position`, and where it ends; nil when none does.
+        func array(in input: UnsafeBufferPointer<UInt8>, at position: Int) -> (value: JSONValue, end: Int)? {
+            guard let base = input.baseAddress, !arrays.isEmpty else { return nil }
+            let available = input.count - position
+            let found = arrays.withUnsafeBufferPointer { stored -> Int in
+                for i in stored.indices
+                where stored[i].count <= available && memcmp(stored[i].bytes, base + position, stored[i].count) == 0 {
+                    return i
+                }
+                return -1
+            }
+            return found >= 0 ? (arrays[found].value, position + arrays[found].count) : nil
+        }
+
+        /// Remembers the array `value` parsed from exactly `bytes`, when its members are all strings and it is at
+        /// most `maxArrayBytes` long.
+        func rememberArray(_ bytes: UnsafeBufferPointer<UInt8>, _ value: JSONValue) {
+            guard case .array(let members) = value, let base = bytes.baseAddress, bytes.count <= Self.maxArrayBytes,
+                  members.allSatisfy({ if case .string = $0 { true } else { false } }) else { return }
+            let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
+            copy.initialize(from: base, count: bytes.count)
+            let entry = Entry(bytes: copy, count: bytes.count, value: value)
+            if arrays.count < Self.arrayCapacity {
+                arrays.append(entry)
+            } else {
+                arrays[nextArray].bytes.deallocate()
+                arrays[nextArray] = entry
+                nextArray = (nextArray + 1) % Self.arrayCapacity
+            }
         }
 
         /// The String of the plain ASCII `bytes`: a remembered one, or a new one, then remembered.
@@ -56,11 +98,11 @@ extension StrictJSON {
                 }
                 return -1
             }
-            if found >= 0 { return entries[found].string }
+            if found >= 0 { return entries[found].value }
             let string = String(decoding: bytes, as: UTF8.self)
             let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
             copy.initialize(from: base, count: count)
-            let entry = Entry(bytes: copy, count: count, string: string)
+            let entry = Entry(bytes: copy, count: count, value: string)
             if entries.count < Self.capacity {
                 entries.append(entry)
             } else {

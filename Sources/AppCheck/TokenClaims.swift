@@ -23,14 +23,16 @@ public struct TokenClaims: Sendable {
 
     /// The replay key (docs/behaviour.md, replay protection) for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
-    let signatureReplayKey: [UInt8]?
+    let signatureReplayKey: SHA256Digest.Value?
 
     let iss: Claim<String>
-    /// `aud`: an array; its members that are strings, in order (`audAllStrings`: every member is one).
-    let aud: Claim<[String]>
+    /// `aud`: an array, its members as parsed (`audAllStrings`: every member is a string). Kept as the JSON
+    /// array, which the parse memo lends from token to token (`StrictJSON.StringMemo`): no array of Strings is built
+    /// per token.
+    let aud: Claim<[JSONValue]>
     let audAllStrings: Bool
     /// The `aud` members when every one is a string, else nil.
-    var audiences: [String]? { audAllStrings ? aud.value : nil }
+    var audiences: [String]? { audAllStrings ? aud.value?.compactMap(\.stringValue) : nil }
     let sub: Claim<String>
     /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
     let subIsHeaderSafe: Bool
@@ -42,26 +44,20 @@ public struct TokenClaims: Sendable {
     /// `risk`: App Attest's risk metric in the gateway's own tokens (judged only on routes with `max_risk`).
     let risk: Claim<Double>
     /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
-    let jtiReplayKey: [UInt8]?
+    let jtiReplayKey: SHA256Digest.Value?
 
     /// From the payload's members as `StrictJSON.scanObject` kept them by `claimSlot` (slot `i`, `v<i>`, holds
     /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
     /// The values are moved out of `found` (left empty), not copied.
-    init(slots found: inout StrictJSON.MemberSlots, signatureReplayKey: () -> [UInt8]) {
+    init(slots found: inout StrictJSON.MemberSlots, signatureReplayKey: () -> SHA256Digest.Value) {
         iss = Claim(found.v0.take()) { $0.stringValue }
         switch found.v1.take() {
         case nil:
             aud = .absent
             audAllStrings = false
         case .array(let members)?:
-            var strings: [String] = []
-            strings.reserveCapacity(members.count)
-            var all = true
-            for member in members {
-                if case .string(let value) = member { strings.append(value) } else { all = false }
-            }
-            aud = .value(strings)
-            audAllStrings = all
+            aud = .value(members)
+            audAllStrings = members.allSatisfy { if case .string = $0 { true } else { false } }
         default:
             aud = .wrongType
             audAllStrings = false
@@ -83,7 +79,7 @@ public struct TokenClaims: Sendable {
     }
 
     /// SHA-256(sub + "\n" + jti), the material assembled on the stack.
-    static func jtiReplayKey(sub: String, jti: String) -> [UInt8] {
+    static func jtiReplayKey(sub: String, jti: String) -> SHA256Digest.Value {
         var sub = sub, jti = jti
         return sub.withUTF8 { subBytes in
             jti.withUTF8 { jtiBytes in
@@ -92,7 +88,7 @@ public struct TokenClaims: Sendable {
                     _ = material.initialize(fromContentsOf: subBytes)
                     material[subBytes.count] = UInt8(ascii: "\n")
                     _ = UnsafeMutableBufferPointer(rebasing: material[(subBytes.count + 1)...]).initialize(fromContentsOf: jtiBytes)
-                    return SHA256Digest.hash(UnsafeRawBufferPointer(material))
+                    return SHA256Digest.value(UnsafeRawBufferPointer(material))
                 }
             }
         }

@@ -8,12 +8,15 @@ public struct VerifiedClaims: Sendable, Equatable {
     public let issuedAt: Double
     /// The token id (`jti`), when present.
     public let jti: String?
+    /// The audiences (`aud`), every one a string, as the token's parse left them (no array of Strings is built
+    /// per token: `audiences` reads them).
+    let audienceValues: [JSONValue]
     /// The audiences (`aud`).
-    public let audiences: [String]
+    public var audiences: [String] { audienceValues.compactMap(\.stringValue) }
     /// The replay key (docs/behaviour.md, replay protection), 32 bytes: SHA-256(sub + "\n" + jti) when the token has a `jti`, else
     /// SHA-256(signing input + "." + raw signature bytes). Never derived from the raw token text, so a
     /// re-encoded token cannot slip past.
-    public let replayKey: [UInt8]
+    public let replayKey: SHA256Digest.Value
     /// The `provider` claim of the gateway's own issuer (`app_attest`, `device_check`, `debug`, `custom`);
     /// nil when absent, as in Firebase's tokens.
     public var provider: String? = nil

@@ -22,25 +22,7 @@ import Synchronization
 public final class MemoryReplayStore: ReplayStore {
     static let shardCount = 64
 
-    struct Key: Hashable {
-        var a: UInt64, b: UInt64, c: UInt64, d: UInt64
-        init(_ bytes: [UInt8]) {
-            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-            withUnsafeMutableBytes(of: &words) { dst in
-                dst.copyBytes(from: bytes.prefix(32))
-                // Keys longer than 32 bytes (not expected) are folded in so that they stay distinct.
-                if bytes.count > 32 {
-                    for (i, byte) in bytes.dropFirst(32).enumerated() { dst[i % 32] ^= byte &+ UInt8(truncatingIfNeeded: i) }
-                }
-            }
-            a = words.0; b = words.1; c = words.2; d = words.3
-        }
-
-        /// `a` alone feeds the dictionary's hasher: keys are SHA-256 output, so its first 64 bits are already
-        /// uniform, and the hasher's per-process seed keeps the buckets unpredictable. Equality still compares all
-        /// 256 bits.
-        func hash(into hasher: inout Hasher) { hasher.combine(a) }
-    }
+    typealias Key = ReplayKey
 
     struct Shard {
         var entries: [Key: Double] = [:]
@@ -127,17 +109,23 @@ public final class MemoryReplayStore: ReplayStore {
     /// The atomic insert-if-absent-or-expired; `.reused` for a token minted before `stateSince` (`issuedAt` is
     /// `iat - clock_skew`; nil skips that check, for tests of the set alone).
     public func consume(key: [UInt8], expiresAt: Double, issuedAt: Double?, now: Double? = nil) -> ReplayResult {
+        guard let k = ReplayKey(key) else {
+            return closed.load(ordering: .relaxed) ? .unavailable("closed") : .unavailable("bad key length \(key.count)")
+        }
+        return consume(key: k, expiresAt: expiresAt, issuedAt: issuedAt, now: now)
+    }
+
+    /// `consume` of a key already in its 32-byte form.
+    public func consume(key k: ReplayKey, expiresAt: Double, issuedAt: Double?, now: Double? = nil) -> ReplayResult {
         let now = now ?? replayWallClock()
         guard !closed.load(ordering: .relaxed) else { return .unavailable("closed") }
-        guard key.count == 32 else { return .unavailable("bad key length \(key.count)") }
         if let issuedAt, !(issuedAt >= stateSince) {
             counters.record(.reused)
             return .reused
         }
-        let k = Key(key)
         let limit = perShardLimit
         let prune = pruneOnInsert
-        let result: ReplayResult = shards[Int(key[0]) & (Self.shardCount - 1)].mutex.withLock { shard in
+        let result: ReplayResult = shards[Int(k.firstByte) & (Self.shardCount - 1)].mutex.withLock { shard in
             shard.prune(now: now, limit: prune)
             // Below the bound, one hash and probe: insert, and put the old expiry back when it still holds.
             if shard.entries.count < limit {
@@ -189,14 +177,17 @@ final class MemoryReplayClient: ReplayClient {
     }
 
     func consume(key: [UInt8], expiresAt: Double, issuedAt: Double, completion: @escaping (ReplayResult) -> Void) {
-        completion(take(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
+        guard let k = ReplayKey(key) else {
+            return completion(store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt))
+        }
+        completion(take(key: k, expiresAt: expiresAt, issuedAt: issuedAt))
     }
 
-    func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult? {
+    func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult? {
         take(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
     }
 
-    private func take(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult {
+    private func take(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult {
         if sweepTimer == nil {
             // Armed lazily on first use, which is on the loop thread.
             let t = LoopTimer { [weak self] in self?.sweep() }

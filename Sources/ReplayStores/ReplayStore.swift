@@ -15,6 +15,39 @@ public enum ReplayResult: Sendable, Equatable {
     case unavailable(String)
 }
 
+/// A replay key as the memory store takes it: 32 opaque bytes (SHA-256 output, docs/replay.md) held in place as four
+/// words, so that taking one allocates nothing. `words.0` holds bytes 0–7 in memory order, and so on.
+public struct ReplayKey: Hashable, Sendable {
+    public var words: (UInt64, UInt64, UInt64, UInt64)
+
+    public init(words: (UInt64, UInt64, UInt64, UInt64)) { self.words = words }
+
+    /// Nil unless `bytes` is exactly 32 bytes.
+    public init?(_ bytes: [UInt8]) {
+        guard bytes.count == 32 else { return nil }
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &words) { $0.copyBytes(from: bytes) }
+        self.words = words
+    }
+
+    /// The 32 bytes, in order.
+    public var bytes: [UInt8] {
+        var copy = words
+        return withUnsafeBytes(of: &copy) { Array($0) }
+    }
+
+    /// The first byte (the memory store's shard).
+    var firstByte: UInt8 { withUnsafeBytes(of: words.0) { $0[0] } }
+
+    public static func == (a: ReplayKey, b: ReplayKey) -> Bool {
+        a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
+    }
+
+    /// The first word alone feeds the hasher: keys are SHA-256 output, so its 64 bits are already uniform, and the
+    /// hasher's per-process seed keeps buckets unpredictable. Equality still compares all 256 bits.
+    public func hash(into hasher: inout Hasher) { hasher.combine(words.0) }
+}
+
 /// A replay store shared by all event loops; each loop talks to it through its own loop-confined client.
 public protocol ReplayStore: AnyObject, Sendable {
     /// Creates the client for `loop`. Call once per loop (from any thread); the client is then used only on
@@ -48,11 +81,11 @@ public protocol ReplayClient: AnyObject {
     /// `consume` answered at once, by a client whose store never waits (memory): the key is taken (or not) exactly
     /// as `consume` would take it, and the answer is returned instead of passed to a completion. Nil from every
     /// other client, having done nothing: those answer only through `consume`.
-    func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult?
+    func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult?
 }
 
 extension ReplayClient {
-    public func consumeNow(key: [UInt8], expiresAt: Double, issuedAt: Double) -> ReplayResult? { nil }
+    public func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult? { nil }
 }
 
 /// consumed / reused / error totals, updated with relaxed atomics from any thread.

@@ -20,7 +20,7 @@ import Testing
         #expect(claims.issuedAt == now - 60)
         #expect(claims.expiresAt == now + 3540)
         #expect(claims.audiences == ["projects/\(Fixtures.projectNumber)", "projects/\(Fixtures.projectId)"])
-        #expect(claims.replayKey.count == 32)
+        #expect(claims.replayKey.bytes.count == 32)
         #expect(try reason() == nil)
     }
 
@@ -136,7 +136,7 @@ import Testing
     @Test func replayKeys() throws {
         let keys = try Fixtures.keySet()
         func replayKey(_ token: String) throws -> [UInt8] {
-            try AppCheckVerifier.verify(token: token, keys: keys, policy: Fixtures.policy, now: now).get().replayKey
+            try AppCheckVerifier.verify(token: token, keys: keys, policy: Fixtures.policy, now: now).get().replayKey.bytes
         }
         // With jti: SHA-256(sub + "\n" + jti); the same (sub, jti) in a differently encoded token is the same key.
         let a = try Fixtures.token(jti: "J1")

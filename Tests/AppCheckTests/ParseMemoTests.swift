@@ -40,7 +40,16 @@ import Testing
             Fixtures.claims(["sub": #""1:123456789012:ios:abcdef0123456780""#]),
             Fixtures.claims(["sub": #""1:123456789012:ios:abcdef012345678\u0039""#]),
             Fixtures.claims(["sub": #""1:123456789012:ios:é""#]),
+            // Arrays the memo may lend (aud): one a prefix of another, escaped members, whitespace, more than it keeps.
+            Fixtures.claims(["aud": #"["projects/123456789012"]"#]),
+            Fixtures.claims(["aud": #"["projects/123456789012","projects/my-project","x"]"#]),
+            Fixtures.claims(["aud": #"["projects/123456789012","projects/\u006dy-project"]"#]),
+            Fixtures.claims(["aud": #"[ "projects/123456789012" , "projects/my-project" ]"#]),
+            Fixtures.claims(["aud": #"["projects/123456789012","projects/my-project"],"aud":[]"#]),
+            "{\"aud\":[\"projects/123456789012\",\"projects/my-project\"]",
+            "{\"aud\":[\"projects/123456789012\",\"projects/my-project\"",
         ] + (0..<10).map { Fixtures.claims(["sub": "\"1:123456789012:ios:abcdef01234567\($0)0\""]) }
+            + (0..<6).map { Fixtures.claims(["aud": "[\"projects/12345678901\($0)\",\"projects/my-project\"]"]) }
         var tokens: [String] = []
         for header in headers {
             for payload in payloads { tokens.append(b64(header) + "." + b64(payload) + ".c2ln") }
@@ -56,6 +65,29 @@ import Testing
             #expect(verdict(AppCheckToken.parse(bytes, memo: memo)) == verdict(AppCheckToken.parse(bytes)),
                     "\(token.prefix(60))")
         }
+    }
+
+    @Test func rememberedArraysAreFoundByTheirBytes() throws {
+        let memo = StrictJSON.StringMemo()
+        let aud: JSONValue = .array([.string("projects/1"), .string("projects/p")])
+        let remembered = Array(#"["projects/1","projects/p"]"#.utf8)
+        remembered.withUnsafeBufferPointer { memo.rememberArray($0, aud) }
+        func lookUp(_ text: String, at position: Int = 0) -> (JSONValue, Int)? {
+            Array(text.utf8).withUnsafeBufferPointer { memo.array(in: $0, at: position).map { ($0.value, $0.end) } }
+        }
+        // The same bytes, anywhere, followed by anything: that array, ending at its `]`.
+        #expect(lookUp(#"["projects/1","projects/p"]"#)?.0 == aud)
+        #expect(lookUp(#"["projects/1","projects/p"]"#)?.1 == remembered.count)
+        #expect(lookUp(#"{"aud":["projects/1","projects/p"],"x":1}"#, at: 7)?.1 == 7 + remembered.count)
+        // Any other bytes, fewer of them, or the same value written otherwise: not found (parsed as usual).
+        #expect(lookUp(#"["projects/1","projects/q"]"#) == nil)
+        #expect(lookUp(#"["projects/1","projects/p""#) == nil)
+        #expect(lookUp(#"["projects/1", "projects/p"]"#) == nil)
+        #expect(lookUp(#"["projects/1"]"#) == nil)
+        // Only arrays of strings are kept.
+        let mixed = Array(#"["projects/1",7]"#.utf8)
+        mixed.withUnsafeBufferPointer { memo.rememberArray($0, .array([.string("projects/1"), .number(7, isInteger: true)])) }
+        #expect(lookUp(#"["projects/1",7]"#) == nil)
     }
 
     @Test func rememberedHeadersAreFoundByTheirBytes() throws {

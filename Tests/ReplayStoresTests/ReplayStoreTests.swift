@@ -98,6 +98,24 @@ import TestSupport
         #expect(store.counters.errors == 1)
     }
 
+    @Test func replayKeysHoldTheirBytesInPlace() throws {
+        let bytes = (0..<32).map { UInt8($0 * 7 + 3) }
+        let key = try #require(ReplayKey(bytes))
+        #expect(key.bytes == bytes)
+        #expect(key.firstByte == bytes[0])
+        #expect(ReplayKey(Array(bytes.dropLast())) == nil)
+        #expect(ReplayKey(bytes + [0]) == nil)
+        var other = bytes
+        other[31] ^= 1
+        #expect(ReplayKey(other) != key)
+        // A key taken as bytes is the same key taken in place: the second use is a replay either way.
+        let store = MemoryReplayStore()
+        #expect(store.consume(key: bytes, expiresAt: 100, issuedAt: nil, now: 50) == .consumed)
+        #expect(store.consume(key: key, expiresAt: 100, issuedAt: nil, now: 50) == .reused)
+        #expect(store.consume(key: try #require(ReplayKey(other)), expiresAt: 100, issuedAt: nil, now: 50) == .consumed)
+        #expect(store.consume(key: other, expiresAt: 100, issuedAt: nil, now: 50) == .reused)
+    }
+
     @Test func rejectsBadKeyLengthAndClosedStore() {
         let store = MemoryReplayStore()
         #expect(ReplayTest.isUnavailable(store.consume(key: [1, 2, 3], expiresAt: 10, issuedAt: nil, now: 1)))

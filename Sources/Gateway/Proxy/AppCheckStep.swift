@@ -133,6 +133,11 @@ final class AppCheckStep {
     /// are sets of their own too, each vouching for its own `iss`. Returns the set that holds `kid` and the policy
     /// its tokens follow (`policy` nil: Firebase's, the runtime's own); Firebase's set when no other holds it.
     private func keySet(for kid: String, now: Double) -> (set: JWKSet, policy: AppCheckPolicy?)? {
+        let context = self.context
+        // Firebase's set alone (the usual deployment): nothing else to look in.
+        if context.ownKeys == nil && context.trustedKeys.isEmpty {
+            return context.keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
+        }
         let runtime = context.runtime
         if let own = context.ownKeys, own.key(for: kid) != nil { return (own, runtime.ownIssuerPolicy) }
         let trusted = context.trustedKeys
@@ -203,8 +208,14 @@ final class AppCheckStep {
                                             until: exp + runtime.policy.clockSkew,
                                             verifiedBy: onlyFirebase ? context.keys : nil), now: now)
         }
-        conclude(claims, policy: found.policy ?? runtime.policy, now: now, fingerprint: fingerprint, route: route,
-                 completion: completion)
+        // Firebase's tokens follow the runtime's policy, passed in place (`found.policy ?? runtime.policy` made a copy
+        // of it per token).
+        if let policy = found.policy {
+            conclude(claims, policy: policy, now: now, fingerprint: fingerprint, route: route, completion: completion)
+        } else {
+            conclude(claims, policy: runtime.policy, now: now, fingerprint: fingerprint, route: route,
+                     completion: completion)
+        }
     }
 
     /// The checks every token passes, cached or not, in the same order (SPEC §4.2): claims and time, the route's
@@ -232,11 +243,12 @@ final class AppCheckStep {
         }
         let expiresAt = verified.expiresAt + policy.clockSkew, issuedAt = verified.issuedAt - policy.clockSkew
         // A store that answers at once (memory) is asked without a callback: no closure to allocate.
-        if let result = replay.consumeNow(key: verified.replayKey, expiresAt: expiresAt, issuedAt: issuedAt) {
+        if let result = replay.consumeNow(key: ReplayKey(words: verified.replayKey.words), expiresAt: expiresAt,
+                                          issuedAt: issuedAt) {
             return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
                                              appId: verified.appId))
         }
-        replay.consume(key: verified.replayKey, expiresAt: expiresAt, issuedAt: issuedAt) { [weak self] result in
+        replay.consume(key: verified.replayKey.bytes, expiresAt: expiresAt, issuedAt: issuedAt) { [weak self] result in
             guard let self else { return }
             completion(self.replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
                                            appId: verified.appId))
