@@ -45,71 +45,74 @@ extension StrictJSON {
             let count: Int
             let value: Value
         }
-        private var entries: [Entry<String>] = []
-        private var next = 0
-        private var arrays: [Entry<JSONValue>] = []
-        private var nextArray = 0
+
+        /// Up to `capacity` remembered values, the oldest replaced first.
+        private struct Ring<Value> {
+            let capacity: Int
+            var entries: [Entry<Value>] = []
+            var next = 0
+
+            /// Keeps `value` with a copy of `bytes` (not empty).
+            mutating func remember(_ bytes: UnsafeBufferPointer<UInt8>, _ value: Value) {
+                let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
+                copy.initialize(from: bytes.baseAddress!, count: bytes.count)
+                let entry = Entry(bytes: copy, count: bytes.count, value: value)
+                if entries.count < capacity {
+                    entries.append(entry)
+                } else {
+                    entries[next].bytes.deallocate()
+                    entries[next] = entry
+                    next = (next + 1) % capacity
+                }
+            }
+
+            /// The index of the first entry for which `matches(bytes, count)` holds, or -1.
+            func firstIndex(where matches: (UnsafeMutablePointer<UInt8>, Int) -> Bool) -> Int {
+                entries.withUnsafeBufferPointer { stored -> Int in
+                    for i in stored.indices where matches(stored[i].bytes, stored[i].count) { return i }
+                    return -1
+                }
+            }
+
+            func deallocate() {
+                for entry in entries { entry.bytes.deallocate() }
+            }
+        }
+
+        private var strings = Ring<String>(capacity: capacity)
+        private var arrays = Ring<JSONValue>(capacity: arrayCapacity)
 
         init() {}
 
         deinit {
-            for entry in entries { entry.bytes.deallocate() }
-            for entry in arrays { entry.bytes.deallocate() }
+            strings.deallocate()
+            arrays.deallocate()
         }
 
         /// The remembered array whose bytes start `input` at `position`, and where it ends; nil when none does.
         func array(in input: UnsafeBufferPointer<UInt8>, at position: Int) -> (value: JSONValue, end: Int)? {
-            guard let base = input.baseAddress, !arrays.isEmpty else { return nil }
+            guard let base = input.baseAddress, !arrays.entries.isEmpty else { return nil }
             let available = input.count - position
-            let found = arrays.withUnsafeBufferPointer { stored -> Int in
-                for i in stored.indices
-                where stored[i].count <= available && memcmp(stored[i].bytes, base + position, stored[i].count) == 0 {
-                    return i
-                }
-                return -1
-            }
-            return found >= 0 ? (arrays[found].value, position + arrays[found].count) : nil
+            let found = arrays.firstIndex { $1 <= available && memcmp($0, base + position, $1) == 0 }
+            return found >= 0 ? (arrays.entries[found].value, position + arrays.entries[found].count) : nil
         }
 
         /// Remembers the array `value` parsed from exactly `bytes`, when its members are all strings and it is at
         /// most `maxArrayBytes` long.
         func rememberArray(_ bytes: UnsafeBufferPointer<UInt8>, _ value: JSONValue) {
-            guard case .array(let members) = value, let base = bytes.baseAddress, bytes.count <= Self.maxArrayBytes,
+            guard case .array(let members) = value, !bytes.isEmpty, bytes.count <= Self.maxArrayBytes,
                   members.allSatisfy({ if case .string = $0 { true } else { false } }) else { return }
-            let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
-            copy.initialize(from: base, count: bytes.count)
-            let entry = Entry(bytes: copy, count: bytes.count, value: value)
-            if arrays.count < Self.arrayCapacity {
-                arrays.append(entry)
-            } else {
-                arrays[nextArray].bytes.deallocate()
-                arrays[nextArray] = entry
-                nextArray = (nextArray + 1) % Self.arrayCapacity
-            }
+            arrays.remember(bytes, value)
         }
 
         /// The String of the plain ASCII `bytes`: a remembered one, or a new one, then remembered.
         func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
             let count = bytes.count
             guard let base = bytes.baseAddress, count > 0 else { return "" }
-            let found = entries.withUnsafeBufferPointer { stored -> Int in
-                for i in stored.indices where stored[i].count == count && memcmp(stored[i].bytes, base, count) == 0 {
-                    return i
-                }
-                return -1
-            }
-            if found >= 0 { return entries[found].value }
+            let found = strings.firstIndex { $1 == count && memcmp($0, base, count) == 0 }
+            if found >= 0 { return strings.entries[found].value }
             let string = String(decoding: bytes, as: UTF8.self)
-            let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
-            copy.initialize(from: base, count: count)
-            let entry = Entry(bytes: copy, count: count, value: string)
-            if entries.count < Self.capacity {
-                entries.append(entry)
-            } else {
-                entries[next].bytes.deallocate()
-                entries[next] = entry
-                next = (next + 1) % Self.capacity
-            }
+            strings.remember(bytes, string)
             return string
         }
     }
