@@ -4,6 +4,8 @@
 // claim strings and `aud` arrays) gives every input exactly the verdict it gets without one.
 import AppCheck
 
+/// Lives across inputs on purpose, so a finding of the memo check may need the inputs before it: rerun the corpus
+/// (or the run's last inputs) to reproduce one, not only the crashing input.
 nonisolated(unsafe) private let memo = AppCheckToken.ParseMemo()
 
 /// What a verdict consists of: the reason, or everything an accepted token carries.

@@ -30,9 +30,11 @@ extension StrictJSON {
     /// remembers, the oldest replaced first. The value is the same either way.
     ///
     /// It keeps a few arrays of strings the same way (a token's `aud`, which repeats from token to token): an array
-    /// whose bytes, from `[` to its `]`, are those of one remembered is that array's value. An array's extent and
-    /// value are a function of its bytes alone (the parser reads nothing past its `]`), so the value is again the
-    /// same either way.
+    /// whose bytes, from `[` to its `]`, are those of one remembered is that array's value. The extent and value of an
+    /// array whose members are all strings are a function of its bytes alone (the parser reads nothing past its `]`,
+    /// and nothing in it is nested, so no depth bound can judge it otherwise), so the value is again the same either
+    /// way. Only such arrays are kept (`rememberArray`): an array holding arrays or objects would also depend on the
+    /// depth it is found at.
     final class StringMemo {
         static let capacity = 8
         static let arrayCapacity = 4

@@ -31,8 +31,6 @@ public struct TokenClaims: Sendable {
     /// per token.
     let aud: Claim<[JSONValue]>
     let audAllStrings: Bool
-    /// The `aud` members when every one is a string, else nil.
-    var audiences: [String]? { audAllStrings ? aud.value?.compactMap(\.stringValue) : nil }
     let sub: Claim<String>
     /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
     let subIsHeaderSafe: Bool

@@ -40,7 +40,8 @@ import Testing
             Fixtures.claims(["sub": #""1:123456789012:ios:abcdef0123456780""#]),
             Fixtures.claims(["sub": #""1:123456789012:ios:abcdef012345678\u0039""#]),
             Fixtures.claims(["sub": #""1:123456789012:ios:é""#]),
-            // Arrays the memo may lend (aud): one a prefix of another, escaped members, whitespace, more than it keeps.
+            // Arrays the memo may lend (aud): one that starts as another does, escaped members, whitespace, more than
+            // it keeps.
             Fixtures.claims(["aud": #"["projects/123456789012"]"#]),
             Fixtures.claims(["aud": #"["projects/123456789012","projects/my-project","x"]"#]),
             Fixtures.claims(["aud": #"["projects/123456789012","projects/\u006dy-project"]"#]),

@@ -429,3 +429,18 @@ enum ReplayE2E {
         #expect(try ReplayE2E.send(port: h.port, token: b).isReused)
     }
 }
+
+/// The gateway hands a verified token's replay key to the memory store in place (`ReplayKey(words:)`) and to the async
+/// stores as bytes (`SHA256Digest.Value.bytes`): the two must name the same 32 bytes, or one token would have two keys.
+@Suite struct ReplayKeyHandOverTests {
+    @Test func theWordsAndTheBytesOfADigestAreOneKey() throws {
+        for text in ["", "1:123456789012:ios:abcdef0123456789\nJ1", String(repeating: "x", count: 200)] {
+            let digest = Array(text.utf8).withUnsafeBytes { SHA256Digest.value($0) }
+            #expect(digest.bytes == SHA256Digest.hash(Array(text.utf8)))
+            let inPlace = ReplayKey(words: digest.words)
+            #expect(inPlace == ReplayKey(digest.bytes))
+            #expect(inPlace.bytes == digest.bytes)
+            #expect(inPlace.firstByte == digest.bytes[0])
+        }
+    }
+}

@@ -124,7 +124,8 @@ final class AppCheckStep {
             return via.usable(at: now) ? context.runtime.policy : nil
         }
         guard let keys = keySet(for: hit.kid, now: now), keys.set.key(for: hit.kid) != nil else { return nil }
-        return keys.policy ?? context.runtime.policy
+        if let policy = keys.policy { return policy }
+        return context.runtime.policy
     }
 
     /// Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
