@@ -47,18 +47,9 @@ public final class HTTPRequestHead: Hashable, Sendable {
                   hostText: host, hostValue: nil)
     }
 
-    /// The parser's initializer: `hostValue` is the range of the `Host` value in `headers.bytes` (inside it).
-    convenience init(
-        method: String, target: String, versionMinor: Int, headers: HTTPHeaders,
-        framing: RequestBodyFraming, keepAlive: Bool, expectContinue: Bool,
-        connectionTokens: [String], hostValue: Range<Int32>?
-    ) {
-        self.init(method: method, target: target, versionMinor: versionMinor, headers: headers, framing: framing,
-                  keepAlive: keepAlive, expectContinue: expectContinue, connectionTokens: connectionTokens,
-                  hostText: nil, hostValue: hostValue)
-    }
-
-    private init(
+    /// The designated initializer; the parser calls it with `hostText` nil and `hostValue` the range of the `Host`
+    /// value in `headers.bytes` (inside it).
+    init(
         method: String, target: String, versionMinor: Int, headers: HTTPHeaders,
         framing: RequestBodyFraming, keepAlive: Bool, expectContinue: Bool,
         connectionTokens: [String], hostText: String?, hostValue: Range<Int32>?

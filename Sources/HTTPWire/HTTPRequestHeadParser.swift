@@ -149,6 +149,6 @@ public struct HTTPRequestHeadParser: Sendable {
             method: method, target: target, versionMinor: versionMinor, headers: headers, framing: framing,
             keepAlive: fields.keepAlive(versionMinor: versionMinor),
             expectContinue: versionMinor == 1 && fields.expectContinue,
-            connectionTokens: fields.connectionTokens, hostValue: fields.hostValue))
+            connectionTokens: fields.connectionTokens, hostText: nil, hostValue: fields.hostValue))
     }
 }
