@@ -1,5 +1,8 @@
 /// What a valid App Check token must say (docs/behaviour.md checks 6 and 8), from the `app_check` config.
-public struct AppCheckPolicy: Sendable {
+///
+/// Immutable, and a class so that handing it on costs one reference count, not one per member (the gateway passes
+/// the runtime's policy along with every token it verifies).
+public final class AppCheckPolicy: Sendable {
     /// The Firebase project number; the issuer and the first audience are built from it.
     public let projectNumber: String
     /// The Firebase project id; when set, `aud` must also contain `projects/<projectId>`.

@@ -39,28 +39,37 @@ public enum AppCheckToken {
     /// bytes; the payload is judged as always). It also lends the payload's `iss`, `sub` and `aud` strings when their
     /// bytes are those of recent ones (the same values, without making new Strings).
     public static func parse(_ token: [UInt8], memo: ParseMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
+        parse(token[...], memo: memo)
+    }
+
+    /// Parses `token` where it lies (in the gateway, a slice of the request head's bytes: no copy); see `parse(_:memo:)`
+    /// for `[UInt8]`.
+    public static func parse(_ token: ArraySlice<UInt8>, memo: ParseMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
         if token.isEmpty { return .failure(.missing) }
         if token.count > maxLength { return .failure(.tooLarge) }
+        return token.withUnsafeBytes { parse($0, token: token, memo: memo) }
+    }
 
-        guard let (firstDot, secondDot) = CompactJWS.dots(token),
-              let signature = Base64URL.decode(token[(secondDot + 1)...]) else { return .failure(.malformed) }
+    /// `parse` on the bytes of `token` (`raw`: the same bytes, counted from 0).
+    private static func parse(_ raw: UnsafeRawBufferPointer, token: ArraySlice<UInt8>,
+                              memo: ParseMemo?) -> Result<ParsedToken, AppCheckReason> {
+        guard let (firstDot, secondDot) = CompactJWS.dots(raw) else { return .failure(.malformed) }
+        let signaturePart = UnsafeRawBufferPointer(rebasing: raw[(secondDot + 1)...])
+        let decoded = if let memo { memo.decodeSignature(signaturePart) } else { Base64URL.decode(signaturePart) }
+        guard let signature = decoded else { return .failure(.malformed) }
 
         // Header and payload are decoded onto the stack and checked as strict JSON objects in one pass each, exactly
         // as `StrictJSON.parse` would judge them (`CompactJWS.decode`), without building either: only the members
         // read below are kept. Both are judged before any header rule, so a fault in either is `malformed` first.
         // A header part accepted before (`memo`) passed every header rule: its kid is known.
-        let knownKid = memo.flatMap { memo in
-            token.withUnsafeBytes { memo.kid(forHeaderPart: UnsafeRawBufferPointer(rebasing: $0[0..<firstDot])) }
-        }
+        let headerPart = UnsafeRawBufferPointer(rebasing: raw[0..<firstDot])
+        let knownKid = memo?.kid(forHeaderPart: headerPart)
         var header = StrictJSON.MemberSlots()
         var payload = StrictJSON.MemberSlots()
-        let wellFormed = token.withUnsafeBytes { raw in
-            (knownKid != nil
-                || decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[0..<firstDot]), into: &header, select: headerSlot))
-                && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
-                                 strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots,
-                                 select: TokenClaims.claimSlot)
-        }
+        let wellFormed = (knownKid != nil || decodeAndScan(headerPart, into: &header, select: headerSlot))
+            && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
+                             strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots,
+                             select: TokenClaims.claimSlot)
         guard wellFormed else { return .failure(.malformed) }
         let kid: String
         if let knownKid {
@@ -71,14 +80,12 @@ public enum AppCheckToken {
             guard let headerKid = header.v2?.stringValue, !headerKid.isEmpty else { return .failure(.malformed) }
             if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
             kid = headerKid
-            if let memo {
-                token.withUnsafeBytes { memo.remember(UnsafeRawBufferPointer(rebasing: $0[0..<firstDot]), kid: kid) }
-            }
+            memo?.remember(headerPart, kid: kid)
         }
 
         let signingInputRange = 0..<secondDot
         let claims = TokenClaims(slots: &payload) {
-            var material = Array(token[signingInputRange])
+            var material = Array(raw[signingInputRange])
             material.append(UInt8(ascii: "."))
             material.append(contentsOf: signature)
             return material.withUnsafeBytes { SHA256Digest.value($0) }
@@ -114,8 +121,22 @@ public enum AppCheckToken {
         private var entries: [(part: [UInt8], kid: String)] = []
         private var next = 0
         let claimStrings = StrictJSON.StringMemo()
+        /// The last signature decoded (`decodeSignature`).
+        private var signature: [UInt8] = []
 
         public init() {}
+
+        /// `part` decoded from strict base64url into the memo's buffer, which the returned array shares: when the
+        /// last token parsed is gone (in the gateway, verified and dropped before the next is parsed), the buffer is
+        /// unique and reused, so a token's signature costs no allocation. nil on any deviation (`Base64URL`).
+        func decodeSignature(_ part: UnsafeRawBufferPointer) -> [UInt8]? {
+            guard let count = Base64URL.decodedCount(part.count) else { return nil }
+            if signature.count != count { signature = [UInt8](repeating: 0, count: count) }
+            if count == 0 { return signature }
+            let written = signature.withUnsafeMutableBufferPointer { Base64URL.decode(part, into: $0.baseAddress!) }
+            guard written == count else { return nil }
+            return signature
+        }
 
         /// The `kid` of `part` when it is, byte for byte, a header part accepted before.
         func kid(forHeaderPart part: UnsafeRawBufferPointer) -> String? {

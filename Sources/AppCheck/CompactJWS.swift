@@ -38,18 +38,21 @@ public struct CompactJWS: Sendable {
 
     /// The offsets of the two dots of `token`, or nil when it does not have exactly two.
     static func dots(_ token: [UInt8]) -> (first: Int, second: Int)? {
+        token.withUnsafeBytes { dots($0) }
+    }
+
+    /// The offsets of the two dots of `token`, or nil when it does not have exactly two.
+    static func dots(_ raw: UnsafeRawBufferPointer) -> (first: Int, second: Int)? {
         // By memchr (a token is about a kilobyte: a byte-by-byte loop cost three instructions a byte).
+        guard let base = raw.baseAddress else { return nil }
         var first = -1, second = -1, dots = 0
-        token.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return }
-            var from = 0
-            while from < raw.count, dots < 3,
-                  let hit = memchr(base + from, Int32(UInt8(ascii: ".")), raw.count - from) {
-                let offset = base.distance(to: UnsafeRawPointer(hit))
-                if dots == 0 { first = offset } else if dots == 1 { second = offset }
-                dots += 1
-                from = offset + 1
-            }
+        var from = 0
+        while from < raw.count, dots < 3,
+              let hit = memchr(base + from, Int32(UInt8(ascii: ".")), raw.count - from) {
+            let offset = base.distance(to: UnsafeRawPointer(hit))
+            if dots == 0 { first = offset } else if dots == 1 { second = offset }
+            dots += 1
+            from = offset + 1
         }
         guard dots == 2, second > 0 else { return nil }
         return (first, second)

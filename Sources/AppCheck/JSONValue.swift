@@ -30,6 +30,26 @@ public enum JSONValue: Sendable, Equatable {
             self = packed
         }
 
+        /// The key whose UTF-8 bytes are `bytes[start..<end]`: one eight-byte load when eight bytes can be read from
+        /// `start` (the packing of `init(utf8:)`, without a loop over the bytes).
+        @inline(__always)
+        init?(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) {
+            let count = end - start
+            guard count <= 8 else { return nil }
+            guard count > 0, start + 8 <= bytes.count, let base = bytes.baseAddress else {
+                self.init(utf8: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                return
+            }
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + start).loadUnaligned(as: UInt64.self))
+            let mask: UInt64 = count == 8 ? ~0 : (1 << UInt64(8 * count)) &- 1
+            self.init(bits: word & mask, count: count)
+        }
+
+        private init(bits: UInt64, count: Int) {
+            self.bits = bits
+            self.count = count
+        }
+
         /// The key whose UTF-8 bytes are `utf8`.
         init?(utf8: UnsafeBufferPointer<UInt8>) {
             guard utf8.count <= 8 else { return nil }

@@ -10,7 +10,8 @@ extension StrictJSON {
         var v0: JSONValue?, v1: JSONValue?, v2: JSONValue?, v3: JSONValue?, v4: JSONValue?, v5: JSONValue?
         var v6: JSONValue?, v7: JSONValue?, v8: JSONValue?
 
-        mutating func set(_ slot: Int, _ value: JSONValue) {
+        /// Takes `value` over (`consuming`): the parsed value moves into its slot, no copy.
+        mutating func set(_ slot: Int, _ value: consuming JSONValue) {
             switch slot {
             case 0: v0 = value
             case 1: v1 = value
@@ -193,7 +194,7 @@ extension StrictJSON.Parser {
             if end < bytes.count && bytes[end] == UInt8(ascii: "\"") {
                 position = end + 1
                 index = -1
-                short = JSONValue.ShortKey(utf8: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                short = JSONValue.ShortKey(in: bytes, from: start, to: end)
             } else {
                 let unescaped = try parseString()
                 index = texts.count

@@ -10,11 +10,6 @@ public struct TokenClaims: Sendable {
         case wrongType
         case value(Value)
 
-        init(_ json: JSONValue?, _ extract: (JSONValue) -> Value?) {
-            guard let json else { self = .absent; return }
-            if let value = extract(json) { self = .value(value) } else { self = .wrongType }
-        }
-
         var value: Value? {
             if case .value(let value) = self { return value }
             return nil
@@ -48,7 +43,7 @@ public struct TokenClaims: Sendable {
     /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
     /// The values are moved out of `found` (left empty), not copied.
     init(slots found: inout StrictJSON.MemberSlots, signatureReplayKey: () -> SHA256Digest.Value) {
-        iss = Claim(found.v0.take()) { $0.stringValue }
+        iss = Self.string(found.v0.take())
         switch found.v1.take() {
         case nil:
             aud = .absent
@@ -60,14 +55,14 @@ public struct TokenClaims: Sendable {
             aud = .wrongType
             audAllStrings = false
         }
-        sub = Claim(found.v2.take()) { $0.stringValue }
+        sub = Self.string(found.v2.take())
         subIsHeaderSafe = sub.value.map(AppCheckVerifier.isHeaderSafeAppId) ?? false
-        exp = Claim(found.v3.take()) { $0.numberValue }
-        iat = Claim(found.v4.take()) { $0.numberValue }
-        nbf = Claim(found.v5.take()) { $0.numberValue }
-        jti = Claim(found.v6.take()) { $0.stringValue }
-        provider = Claim(found.v7.take()) { $0.stringValue }
-        risk = Claim(found.v8.take()) { $0.numberValue }
+        exp = Self.number(found.v3.take())
+        iat = Self.number(found.v4.take())
+        nbf = Self.number(found.v5.take())
+        jti = Self.string(found.v6.take())
+        provider = Self.string(found.v7.take())
+        risk = Self.number(found.v8.take())
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
             jtiReplayKey = Self.jtiReplayKey(sub: sub, jti: jti)
@@ -76,19 +71,46 @@ public struct TokenClaims: Sendable {
         }
     }
 
-    /// SHA-256(sub + "\n" + jti), the material assembled on the stack.
+    /// A string claim, its value moved out of the parsed member (no copy of the string).
+    @inline(__always)
+    private static func string(_ json: consuming JSONValue?) -> Claim<String> {
+        switch consume json {
+        case nil: .absent
+        case .string(let value)?: .value(value)
+        default: .wrongType
+        }
+    }
+
+    /// A number claim.
+    @inline(__always)
+    private static func number(_ json: consuming JSONValue?) -> Claim<Double> {
+        switch consume json {
+        case nil: .absent
+        case .number(let value, _)?: .value(value)
+        default: .wrongType
+        }
+    }
+
+    /// SHA-256(sub + "\n" + jti), the material assembled on the stack from the strings' own UTF-8, read in place (no
+    /// copy of either string).
     static func jtiReplayKey(sub: String, jti: String) -> SHA256Digest.Value {
-        var sub = sub, jti = jti
-        return sub.withUTF8 { subBytes in
-            jti.withUTF8 { jtiBytes in
-                let count = subBytes.count + 1 + jtiBytes.count
-                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { material in
-                    _ = material.initialize(fromContentsOf: subBytes)
-                    material[subBytes.count] = UInt8(ascii: "\n")
-                    _ = UnsafeMutableBufferPointer(rebasing: material[(subBytes.count + 1)...]).initialize(fromContentsOf: jtiBytes)
-                    return SHA256Digest.value(UnsafeRawBufferPointer(material))
-                }
-            }
+        let key = sub.utf8.withContiguousStorageIfAvailable { subBytes in
+            jti.utf8.withContiguousStorageIfAvailable { jtiBytes in jtiReplayKey(subBytes, jtiBytes) }
+        }
+        if let key, let key { return key }
+        // Only a string that is not native UTF-8 (never one the parser made) comes here.
+        return Array(sub.utf8).withUnsafeBufferPointer { s in
+            Array(jti.utf8).withUnsafeBufferPointer { j in jtiReplayKey(s, j) }
+        }
+    }
+
+    private static func jtiReplayKey(_ sub: UnsafeBufferPointer<UInt8>, _ jti: UnsafeBufferPointer<UInt8>) -> SHA256Digest.Value {
+        let count = sub.count + 1 + jti.count
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { material in
+            _ = material.initialize(fromContentsOf: sub)
+            material[sub.count] = UInt8(ascii: "\n")
+            _ = UnsafeMutableBufferPointer(rebasing: material[(sub.count + 1)...]).initialize(fromContentsOf: jti)
+            return SHA256Digest.value(UnsafeRawBufferPointer(material))
         }
     }
 

@@ -59,6 +59,12 @@ public struct HTTPHeaders: Hashable, Sendable {
         }
     }
 
+    /// The raw, OWS-trimmed value bytes of field `index`, sharing `bytes`' storage (no copy).
+    public func valueSlice(at index: Int) -> ArraySlice<UInt8> {
+        let field = fields[index]
+        return bytes[Int(field.valueStart)..<Int(field.valueEnd)]
+    }
+
     /// Calls `body` for every field, in order, with its index, raw name and trimmed raw value.
     /// The cheap way to iterate: nothing is allocated.
     public func forEachField(

@@ -12,6 +12,9 @@ public final class GatewayHarness: @unchecked Sendable {
     public let upstream: SampleUpstream
     public let server: GatewayServer
     public let configPath: String
+    /// The folder of `configPath` and `logPath`, removed when the harness goes away (so a test run leaves nothing
+    /// in the temporary folder; a test that needs its log reads it before then).
+    private let directory: URL
     public let logPath: String
     private let logFD: Int32
 
@@ -25,6 +28,7 @@ public final class GatewayHarness: @unchecked Sendable {
         upstream = try SampleUpstream(tls: upstreamTLS)
         upstreamIsTLS = upstreamTLS != nil
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-\(UUID().uuidString)")
+        directory = dir
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         configPath = dir.appendingPathComponent("gateway.yaml").path
         logPath = dir.appendingPathComponent("gateway.log").path
@@ -35,15 +39,20 @@ public final class GatewayHarness: @unchecked Sendable {
         case .success(let s): settings = s
         case .failure(let errors):
             upstream.stop()
+            try? FileManager.default.removeItem(at: dir)
             throw HarnessError("config: \(errors)")
         }
         logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         server = GatewayServer(settings: settings, logSink: LogSink(fd: logFD, level: settings.server.logLevel))
         do { try server.start() } catch {
             upstream.stop()
+            close(logFD)
+            try? FileManager.default.removeItem(at: dir)
             throw error
         }
     }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
 
     /// The minimal config most tests start from: plain listener, one upstream, the given routes.
     /// `limits` entries override the short test defaults (`header_timeout: 2s`, `idle_timeout: 5s`,

@@ -22,6 +22,21 @@ import Testing
         #expect(Base64URL.decode(Base64URL.encode(all)) == all)
     }
 
+    /// Whole rounds leave in eight-byte stores while room remains: nothing is written past the decoded length, and the
+    /// bytes are those of the round trip, for every length around the rounds.
+    @Test func neverWritesPastTheDecodedLength() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 53 &+ 7) }
+            let text = Array(Base64URL.encode(bytes).utf8)
+            let count = Base64URL.decodedCount(text.count)!
+            var out = [UInt8](repeating: 0xAA, count: count + 8)
+            let written = text.withUnsafeBytes { t in out.withUnsafeMutableBufferPointer { Base64URL.decode(t, into: $0.baseAddress!) } }
+            #expect(written == length)
+            #expect(Array(out[..<length]) == bytes, "length \(length)")
+            #expect(out[length...].allSatisfy { $0 == 0xAA }, "length \(length): written past the end")
+        }
+    }
+
     @Test(arguments: ["Zg==", "Zg=", "Zm8=", "Zm9v====", "=", "Zm9v+", "Zm9v/", "Zm 9v", " Zm9v", "Zm9v\n",
                       "Zm9v.", "A", "AAAAA", "Zm9vY", "Zh", "Zm9", "Zm+v", "Zm/v", "Zm9é"])
     func rejectsNonStrictInput(_ text: String) {

@@ -102,4 +102,49 @@ import Testing
         #expect(other.withUnsafeBytes { memo.kid(forHeaderPart: $0) } == nil)
         #expect(Array(part.dropLast()).withUnsafeBytes { memo.kid(forHeaderPart: $0) } == nil)
     }
+
+    /// The memo lends its signature buffer to one parse at a time: a parse made while an earlier token's value is still
+    /// held leaves that value's signature as it was (copy on write), and when the earlier value is gone the buffer is
+    /// reused (the same storage).
+    @Test func signaturesParsedThroughTheMemoStayTheirOwn() throws {
+        let memo = AppCheckToken.ParseMemo()
+        let first = Array(try Fixtures.token(jti: "a").utf8), second = Array(try Fixtures.token(jti: "b").utf8)
+        let expected = { (token: [UInt8]) in
+            Base64URL.decode(token[(token.lastIndex(of: UInt8(ascii: "."))! + 1)...])!
+        }
+        let held = try AppCheckToken.parse(first, memo: memo).get()
+        let next = try AppCheckToken.parse(second, memo: memo).get()
+        #expect(held.signature == expected(first))
+        #expect(next.signature == expected(second))
+        #expect(held.signature != next.signature)
+        // A refused token's signature part is not kept either: the held values do not change.
+        #expect(verdict(AppCheckToken.parse(Array(first.dropLast(2)) + Array("!!".utf8), memo: memo)) == "refused malformed")
+        #expect(held.signature == expected(first) && next.signature == expected(second))
+
+        // Once nothing holds the last value, the next parse decodes into the same storage.
+        func storage(_ bytes: [UInt8]) -> UnsafeRawPointer? { bytes.withUnsafeBytes { $0.baseAddress } }
+        var address: UnsafeRawPointer?
+        do { address = storage(try AppCheckToken.parse(first, memo: memo).get().signature) }
+        let again = try AppCheckToken.parse(second, memo: memo).get()
+        #expect(storage(again.signature) == address)
+        #expect(again.signature == expected(second))
+    }
+
+    /// A token that is a slice of a larger buffer (the gateway parses it where it lies in the request head) parses
+    /// exactly as the same bytes in an array of their own: offsets count from the slice's start.
+    @Test func aTokenInsideALargerBufferParsesAsItsOwnBytes() throws {
+        let token = Array(try Fixtures.token(jti: "j1").utf8)
+        let head = Array("GET / HTTP/1.1\r\nX-Firebase-AppCheck: ".utf8) + token + Array("\r\n\r\n".utf8)
+        let start = head.count - 4 - token.count
+        let slice = head[start..<(start + token.count)]
+        #expect(slice.startIndex > 0)
+        for memo in [nil, AppCheckToken.ParseMemo()] {
+            let parsed = try AppCheckToken.parse(slice, memo: memo).get()
+            #expect(verdict(.success(parsed)) == verdict(AppCheckToken.parse(token)))
+            #expect(Array(parsed.signingInput) == Array(token[..<token.lastIndex(of: UInt8(ascii: "."))!]))
+            #expect(parsed.payload.member("jti") == .string("j1"))
+        }
+        // Refusals too: a slice that stops one byte short of the token.
+        #expect(verdict(AppCheckToken.parse(head[start..<(start + token.count - 1)])) == verdict(AppCheckToken.parse(Array(token.dropLast()))))
+    }
 }

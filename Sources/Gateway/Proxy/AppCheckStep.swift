@@ -72,7 +72,7 @@ final class AppCheckStep {
 
     var cachedTokens: Int { cache.count }
 
-    func evaluate(head: HTTPRequestHead, route: StepRoute, completion: @escaping (AppCheckDecision) -> Void) {
+    func evaluate(head: HTTPRequestHead, route: StepRoute, completion: @escaping (consuming AppCheckDecision) -> Void) {
         if route.enforcement == .off { return completion(AppCheckDecision(outcome: .skipped)) }
         if route.corsPreflight == .bypass && head.method == "OPTIONS"
             && head.headers.contains(lowercased: "origin")
@@ -103,7 +103,7 @@ final class AppCheckStep {
                 var fingerprint = hit.fingerprint
                 if fingerprint == nil && context.logSink.enabled(.info) {
                     // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
-                    let computed = head.headers.withValueBytes(at: tokenIndex) { Self.fingerprint(Array($0)) }
+                    let computed = Self.fingerprint(head.headers.valueSlice(at: tokenIndex))
                     cache.setFingerprint(found, computed)
                     fingerprint = computed
                 }
@@ -111,8 +111,9 @@ final class AppCheckStep {
                                 completion: completion)
             }
         }
-        let token = head.headers.withValueBytes(at: tokenIndex) { Array($0) }
-        verify(token: token, key: key, route: route, mayWait: true, completion: completion)
+        // Parsed where it lies in the head's bytes: no copy.
+        verify(token: head.headers.valueSlice(at: tokenIndex), key: key, route: route, mayWait: true,
+               completion: completion)
     }
 
     /// The policy a cached token follows, when the key set that holds its `kid` is still usable; nil when none is (the
@@ -170,8 +171,8 @@ final class AppCheckStep {
 
     /// Not served from the cache: parse, pick the key set, verify the signature (waiting once for a key-set refetch
     /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
-    private func verify(token: [UInt8], key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
-                        completion: @escaping (AppCheckDecision) -> Void) {
+    private func verify(token: ArraySlice<UInt8>, key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
+                        completion: @escaping (consuming AppCheckDecision) -> Void) {
         let runtime = context.runtime
         let now = context.wallClock
         if key != nil { context.recorder.metrics.tokenCacheMisses += 1 }
@@ -222,7 +223,7 @@ final class AppCheckStep {
     /// The checks every token passes, cached or not, in the same order (SPEC §4.2): claims and time, the route's
     /// providers, and on replay routes the limited-use check and the single-use consumption.
     private func conclude(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
-                          route: StepRoute, completion: @escaping (AppCheckDecision) -> Void) {
+                          route: StepRoute, completion: @escaping (consuming AppCheckDecision) -> Void) {
         let verified: VerifiedClaims
         switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
         case .success(let v): verified = v
@@ -232,9 +233,8 @@ final class AppCheckStep {
             ?? AppCheckVerifier.checkRisk(verified, maxRisk: route.maxRisk, requireRisk: route.requireRisk) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
-        var outcome = AppCheckOutcome(status: .verified, outcome: .verified)
-        outcome.appId = verified.appId
-        outcome.tokenSHA256 = fingerprint
+        let outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
+                                      tokenSHA256: fingerprint)
         guard route.replayProtection else { return completion(AppCheckDecision(outcome: outcome)) }
         if let reason = AppCheckVerifier.checkLimitedUse(verified, policy: policy) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
@@ -257,7 +257,7 @@ final class AppCheckStep {
     }
 
     /// The decision for a verified token once the replay store has answered.
-    private func replayDecision(_ result: ReplayResult, outcome: AppCheckOutcome, route: StepRoute,
+    private func replayDecision(_ result: ReplayResult, outcome: consuming AppCheckOutcome, route: StepRoute,
                                 fingerprint: String?, appId: String) -> AppCheckDecision {
         switch result {
         case .consumed: AppCheckDecision(outcome: outcome)
@@ -267,8 +267,8 @@ final class AppCheckStep {
     }
 
     /// `token_sha256` of the log line (docs/operations.md): the first 16 hex characters of SHA-256 of the token.
-    static func fingerprint(_ token: [UInt8]) -> String {
-        String(SHA256Digest.hex(AppCheckVerifier.tokenHash(token)).prefix(16))
+    static func fingerprint<Token: Collection>(_ token: Token) -> String where Token.Element == UInt8 {
+        String(SHA256Digest.hex(SHA256Digest.hash(token)).prefix(16))
     }
 
     private func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {

@@ -211,7 +211,8 @@ final class Exchange: UpstreamOwner {
         machine.maxBodyBytes = runtime.routes[index].maxBodyBytes
     }
 
-    private func admitted(_ decision: AppCheckDecision) {
+    /// Takes the decision over (`consuming`): its outcome is moved into the exchange, not copied.
+    private func admitted(_ decision: consuming AppCheckDecision) {
         // A late answer for an exchange cancelled meanwhile changes nothing.
         guard machine.isAdmitting else { return }
         appCheck = decision.outcome
