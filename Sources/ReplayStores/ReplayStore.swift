@@ -46,6 +46,14 @@ public struct ReplayKey: Hashable, Sendable {
     /// The first word alone feeds the hasher: keys are SHA-256 output, so its 64 bits are already uniform, and the
     /// hasher's per-process seed keeps buckets unpredictable. Equality still compares all 256 bits.
     public func hash(into hasher: inout Hasher) { hasher.combine(words.0) }
+
+    /// What a `Dictionary` or `Set` asks for (the hidden requirement behind `hash(into:)`): the second word mixed with
+    /// the table's seed, without running the hasher over it. The words are already uniform (SHA-256 output of a signed
+    /// token, which no client chooses). Not the first word: the memory store shards by its first byte, so within a
+    /// shard its low bits, which pick the bucket, would all be the same.
+    public func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: (words.1 ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15)
+    }
 }
 
 /// A replay store shared by all event loops; each loop talks to it through its own loop-confined client.

@@ -116,6 +116,36 @@ import TestSupport
         #expect(store.consume(key: other, expiresAt: 100, issuedAt: nil, now: 50) == .reused)
     }
 
+    /// A table hashes a key without the hasher, from its second word: keys of one shard (one first byte) still
+    /// spread over the buckets, which the low bits of the hash pick. Hashed from the first word, 4,096 keys of one
+    /// shard would have had at most 16 distinct low 12 bits.
+    @Test func keysOfOneShardSpreadOverTheBuckets() throws {
+        // Uniform words, as SHA-256 gives (SplitMix64, fixed seed), all in one shard.
+        var state: UInt64 = 0x1234_5678
+        func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var keys: [ReplayKey] = []
+        for _ in 0..<4096 {
+            let key = ReplayKey(words: ((next() & ~0xFF) | 0x2A, next(), next(), next()))
+            #expect(key.firstByte == 0x2A)
+            keys.append(key)
+        }
+        for seed in [0, 1, Int.max, -12345] {
+            let buckets = Set(keys.map { $0._rawHashValue(seed: seed) & 0xFFF })
+            #expect(buckets.count > 2000, "seed \(seed): \(buckets.count) buckets of 4,096")
+        }
+        #expect(keys[0]._rawHashValue(seed: 7) == (try #require(ReplayKey(keys[0].bytes)))._rawHashValue(seed: 7))
+        #expect(Set(keys).count == 4096)
+        let store = MemoryReplayStore()
+        for key in keys { #expect(store.consume(key: key, expiresAt: 100, issuedAt: nil, now: 50) == .consumed) }
+        for key in keys.prefix(64) { #expect(store.consume(key: key, expiresAt: 100, issuedAt: nil, now: 50) == .reused) }
+    }
+
     @Test func rejectsBadKeyLengthAndClosedStore() {
         let store = MemoryReplayStore()
         #expect(ReplayTest.isUnavailable(store.consume(key: [1, 2, 3], expiresAt: 10, issuedAt: nil, now: 1)))
