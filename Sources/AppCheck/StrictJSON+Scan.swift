@@ -10,6 +10,21 @@ extension StrictJSON {
         var v0: JSONValue?, v1: JSONValue?, v2: JSONValue?, v3: JSONValue?, v4: JSONValue?, v5: JSONValue?
         var v6: JSONValue?, v7: JSONValue?, v8: JSONValue?
 
+        /// The value in slot `slot` (0 ..< `count`).
+        func get(_ slot: Int) -> JSONValue? {
+            switch slot {
+            case 0: v0
+            case 1: v1
+            case 2: v2
+            case 3: v3
+            case 4: v4
+            case 5: v5
+            case 6: v6
+            case 7: v7
+            default: v8
+            }
+        }
+
         /// Takes `value` over (`consuming`): the parsed value moves into its slot, no copy.
         mutating func set(_ slot: Int, _ value: consuming JSONValue) {
             switch slot {
@@ -84,12 +99,56 @@ extension StrictJSON {
 
         private var strings = Ring<String>(capacity: capacity)
         private var arrays = Ring<JSONValue>(capacity: arrayCapacity)
+        private var prefixes = Ring<ObjectPrefix>(capacity: prefixCapacity)
+
+        static let prefixCapacity = 4
+        /// Longer object starts are not remembered.
+        static let maxPrefixBytes = 1024
+        /// At most this many members in a remembered start.
+        static let maxPrefixMembers = 8
+
+        /// The start of a top-level object that `Parser.scanObject` remembers (its bytes are the ring entry's): up to
+        /// just after the comma that ends its `count`-th member, every one of those members a plain key of at most 8
+        /// bytes whose slot is in `memoSlots`. `keys` are the duplicate check's records of those members (four words
+        /// each), `values` what their slots got. A token's payload starts so (`iss`, `sub`, `aud` repeat from token
+        /// to token; `exp`, `iat` and `jti` do not), so a payload that starts with the same bytes resumes after them.
+        ///
+        /// The scan of those bytes is a function of the bytes, the depth bound and the slots chosen (a memo serves one
+        /// `select`: `TokenClaims.claimSlot` for the parse memo), which `maxDepth` and `memoSlots` pin: resuming
+        /// gives every object exactly the verdict and the slots the full scan gives it.
+        struct ObjectPrefix {
+            let maxDepth: Int
+            let memoSlots: Int
+            let count: Int
+            let keys: [Int]
+            let values: [(slot: Int, value: JSONValue)]
+        }
 
         init() {}
 
         deinit {
             strings.deallocate()
             arrays.deallocate()
+            prefixes.deallocate()
+        }
+
+        /// The remembered object start that `input` begins with (scanned under the same depth bound and slots), and
+        /// where it ends; nil when none.
+        func objectPrefix(in input: UnsafeBufferPointer<UInt8>, maxDepth: Int, memoSlots: Int) -> (prefix: ObjectPrefix, end: Int)? {
+            guard let base = input.baseAddress, !prefixes.entries.isEmpty else { return nil }
+            return prefixes.entries.withUnsafeBufferPointer { stored -> (ObjectPrefix, Int)? in
+                for entry in stored where entry.count <= input.count && entry.value.maxDepth == maxDepth
+                    && entry.value.memoSlots == memoSlots && memcmp(entry.bytes, base, entry.count) == 0 {
+                    return (entry.value, entry.count)
+                }
+                return nil
+            }
+        }
+
+        /// Remembers the start `bytes` of an object and the scan's state after it.
+        func rememberObjectPrefix(_ bytes: UnsafeBufferPointer<UInt8>, _ prefix: ObjectPrefix) {
+            guard !bytes.isEmpty, bytes.count <= Self.maxPrefixBytes else { return }
+            prefixes.remember(bytes, prefix)
         }
 
         /// The remembered array whose bytes start `input` at `position`, and where it ends; nil when none does.
@@ -174,15 +233,33 @@ extension StrictJSON.Parser {
                              keys: UnsafeMutablePointer<Int>) throws(StrictJSON.ParseError) {
         let depth = 1
         if depth > maxDepth { throw fail(.tooDeep) }
-        position += 1  // {
         var count = 0
         var texts: [String] = []
         var seen: Set<String>? = nil
         func text(_ start: Int, _ end: Int, _ index: Int) -> String {
             index >= 0 ? texts[index] : String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
         }
-        skipWhitespace()
-        if peek == UInt8(ascii: "}") { position += 1; return }
+        // The object's start as the memo remembers it (`StringMemo.ObjectPrefix`): the leading members whose keys are
+        // plain, short and chosen for the memo, up to the comma after the last of them. `extending` while every member
+        // so far is such a one; `prefixSlots` are the slots they filled, `laterSlots` those the members after filled.
+        var extending = strings != nil
+        var prefixCount = 0, prefixEnd = 0, restored = 0
+        var prefixSlots = 0, laterSlots = 0
+        if let strings, let (prefix, end) = strings.objectPrefix(in: bytes, maxDepth: maxDepth, memoSlots: memoSlots) {
+            // These bytes were scanned before up to `end`, with this result: resume there.
+            for i in 0..<(4 * prefix.count) { keys[i] = prefix.keys[i] }
+            for (slot, value) in prefix.values {
+                slots.set(slot, value)
+                prefixSlots |= 1 << slot
+            }
+            count = prefix.count
+            (prefixCount, prefixEnd, restored) = (count, end, count)
+            position = end
+        } else {
+            position += 1  // {
+            skipWhitespace()
+            if peek == UInt8(ascii: "}") { position += 1; return }
+        }
         while true {
             skipWhitespace()
             guard peek == UInt8(ascii: "\"") else { throw fail(.syntax) }
@@ -238,20 +315,51 @@ extension StrictJSON.Parser {
             position += 1
             skipWhitespace()
             let slot = select(short)
-            if slot >= 0 && slot < StrictJSON.MemberSlots.count {
+            let chosen = slot >= 0 && slot < StrictJSON.MemberSlots.count
+            if chosen {
                 memoizing = strings != nil && (memoSlots >> slot) & 1 != 0
                 slots.set(slot, try parseValue(depth: depth))
                 memoizing = false
             } else {
                 try skipValue(depth: depth)
             }
+            let inPrefix = extending && index < 0 && short != nil && chosen && (memoSlots >> slot) & 1 != 0
+                && count <= StrictJSON.StringMemo.maxPrefixMembers
+            if chosen && !inPrefix { laterSlots |= 1 << slot }
             skipWhitespace()
             switch peek {
-            case UInt8(ascii: ","): position += 1
-            case UInt8(ascii: "}"): position += 1; return
+            case UInt8(ascii: ","):
+                position += 1
+                if inPrefix {
+                    (prefixCount, prefixEnd) = (count, position)
+                    prefixSlots |= 1 << slot
+                } else {
+                    extending = false
+                }
+            case UInt8(ascii: "}"):
+                position += 1
+                if let strings, prefixCount > restored, prefixSlots & laterSlots == 0 {
+                    rememberPrefix(in: strings, count: prefixCount, end: prefixEnd, slotMask: prefixSlots, slots: slots,
+                                   memoSlots: memoSlots, keys: keys)
+                }
+                return
             default: throw fail(.syntax)
             }
         }
+    }
+
+    /// Remembers the object's start up to `end`: its first `count` members, their key records and slot values.
+    private func rememberPrefix(in strings: StrictJSON.StringMemo, count: Int, end: Int, slotMask: Int,
+                                slots: StrictJSON.MemberSlots, memoSlots: Int, keys: UnsafeMutablePointer<Int>) {
+        var values: [(slot: Int, value: JSONValue)] = []
+        for slot in 0..<StrictJSON.MemberSlots.count where (slotMask >> slot) & 1 != 0 {
+            guard let value = slots.get(slot) else { return }
+            values.append((slot, value))
+        }
+        let prefix = StrictJSON.StringMemo.ObjectPrefix(
+            maxDepth: maxDepth, memoSlots: memoSlots, count: count,
+            keys: Array(UnsafeBufferPointer(start: keys, count: 4 * count)), values: values)
+        strings.rememberObjectPrefix(UnsafeBufferPointer(rebasing: bytes[0..<end]), prefix)
     }
 
     /// `parseValue` without keeping the value: a string is checked by `parseString` only when it is not plain

@@ -50,6 +50,17 @@ import Testing
             "{\"aud\":[\"projects/123456789012\",\"projects/my-project\"]",
             "{\"aud\":[\"projects/123456789012\",\"projects/my-project\"",
         ] + (0..<10).map { Fixtures.claims(["sub": "\"1:123456789012:ios:abcdef01234567\($0)0\""]) }
+            // Object starts the memo may resume after (`iss`, `sub`, `aud` lead), then every kind of tail: a key of
+            // the start again (plain, escaped, past the sixteen keys compared one by one), whitespace, nothing,
+            // truncation; and starts that differ by a byte, a value type, a member between, or a long key.
+            + Self.prefixTails.map { Self.prefix + $0 }
+            + [" " + Self.prefix + #""exp":1,"iat":1}"#,
+               Self.prefix.replacingOccurrences(of: "my-project", with: "my-projecu") + #""exp":1,"iat":1}"#,
+               #"{"iss":5,"sub":"a","aud":["x"],"exp":1,"iat":1}"#, #"{"iss":5,"sub":"a","aud":["x"],"iss":1}"#,
+               #"{"iss":"a","provider":"debug","sub":"b","aud":[],"exp":1,"iat":1}"#,
+               #"{"iss":"a","provider":"debug","sub":"b","aud":[],"provider":"x"}"#,
+               #"{"iss":"a","issuer_longer":"x","sub":"b","exp":1,"iat":1}"#,
+               #"{"iss":"a","sub":"b","aud":["c"]}"#, #"{"iss":"a","sub":"b","aud":["c"],"sub":"d"}"#]
             + (0..<6).map { Fixtures.claims(["aud": "[\"projects/12345678901\($0)\",\"projects/my-project\"]"]) }
         var tokens: [String] = []
         for header in headers {
@@ -66,6 +77,55 @@ import Testing
             #expect(verdict(AppCheckToken.parse(bytes, memo: memo)) == verdict(AppCheckToken.parse(bytes)),
                     "\(token.prefix(60))")
         }
+    }
+
+    /// A payload start as tokens of one app share it (`iss`, `sub`, `aud` first, as Firebase and `mint` write them).
+    static let prefix = #"{"iss":"https://firebaseappcheck.googleapis.com/123456789012","sub":"1:123456789012:ios:abcdef0123456789","aud":["projects/123456789012","projects/my-project"],"#
+    static let prefixTails = [
+        #""exp":9999999999,"iat":1}"#, #""iss":"x","exp":1,"iat":1}"#, #""\u0069ss":"x","exp":1,"iat":1}"#,
+        #""a\u0075d":[],"exp":1}"#, #""sub ":"x","exp":1,"iat":1}"#, "}", #" "exp" : 1 , "iat":1 } "#, #""exp":1"#, "",
+        #""exp":1,"iat":1,"jti":"a","provider":"p","risk":1,"nbf":0,"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"iss":1}"#,
+        #""exp":1,"iat":1,"jti":"a","provider":"p","risk":1,"nbf":0,"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"\u0073ub":1}"#,
+        #""exp":1,"iat":1,"jti":"a","provider":"p","risk":1,"nbf":0,"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":1}"#,
+        #""exp":1,"iat":1,"jti":"\u00e9","provider":"\ud83d\ude00"}"#,
+        #""exp":1,"iat":1,"x":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"#,
+    ]
+
+    /// Resuming after a remembered object start gives the same slots and the same refusals as the full scan, whatever
+    /// follows the start; the start is found again by its bytes alone, under the same depth bound.
+    @Test func objectStartsResumeToTheFullScansResult() throws {
+        func scanned(_ text: String, memo: StrictJSON.StringMemo?) -> String {
+            var slots = StrictJSON.MemberSlots()
+            do {
+                try Array(text.utf8).withUnsafeBufferPointer { (buffer) throws(StrictJSON.ParseError) in
+                    try StrictJSON.scanObject(buffer, into: &slots, strings: memo, memoSlots: TokenClaims.memoSlots,
+                                              select: TokenClaims.claimSlot)
+                }
+            } catch {
+                return "refused \(error)"
+            }
+            return "\((0..<StrictJSON.MemberSlots.count).map { String(describing: slots.get($0)) })"
+        }
+        func lookUp(_ text: String, in memo: StrictJSON.StringMemo, maxDepth: Int = StrictJSON.defaultMaxDepth) -> (count: Int, end: Int)? {
+            Array(text.utf8).withUnsafeBufferPointer { buffer in
+                memo.objectPrefix(in: buffer, maxDepth: maxDepth, memoSlots: TokenClaims.memoSlots).map { ($0.prefix.count, $0.end) }
+            }
+        }
+        let memo = StrictJSON.StringMemo()
+        let first = Self.prefix + Self.prefixTails[0]
+        #expect(lookUp(first, in: memo) == nil)
+        #expect(scanned(first, memo: memo) == scanned(first, memo: nil))
+        // Remembered now: found for the same start whatever follows, not for another start or another depth bound.
+        let found = try #require(lookUp(Self.prefix + "}", in: memo))
+        #expect(found.count == 3 && found.end == Self.prefix.utf8.count)
+        #expect(lookUp(first, in: memo, maxDepth: 1) == nil)
+        #expect(lookUp(" " + first, in: memo) == nil)
+        #expect(lookUp(String(Self.prefix.dropLast()), in: memo) == nil)
+        for tail in Self.prefixTails + Self.prefixTails.reversed() {
+            #expect(scanned(Self.prefix + tail, memo: memo) == scanned(Self.prefix + tail, memo: nil), "\(tail)")
+        }
+        // The deep tail is refused for its depth, after the start as before it.
+        #expect(scanned(Self.prefix + Self.prefixTails.last!, memo: memo).hasPrefix("refused"))
     }
 
     @Test func rememberedArraysAreFoundByTheirBytes() throws {
