@@ -141,10 +141,13 @@ public enum AppCheckToken {
         /// The `kid` of `part` when it is, byte for byte, a header part accepted before.
         func kid(forHeaderPart part: UnsafeRawBufferPointer) -> String? {
             guard let base = part.baseAddress, part.count > 0 else { return nil }
-            for entry in entries where entry.part.count == part.count {
-                if entry.part.withUnsafeBytes({ memcmp($0.baseAddress!, base, part.count) }) == 0 { return entry.kid }
+            // Read in place: no copy of each entry.
+            return entries.withUnsafeBufferPointer { stored in
+                for i in stored.indices where stored[i].part.count == part.count {
+                    if stored[i].part.withUnsafeBytes({ memcmp($0.baseAddress!, base, part.count) }) == 0 { return stored[i].kid }
+                }
+                return nil
             }
-            return nil
         }
 
         /// Remembers an accepted header part and its `kid`.

@@ -86,42 +86,63 @@ public struct JWKSet: Sendable {
     /// Largest accepted JWKS document: 1 MiB (Firebase's is about 2 KB).
     public static let maxDocumentBytes = 1 << 20
 
-    private let keysByKid: [String: RSAPublicKey]
-    /// The same keys as a list, for a look-up by bytes without hashing the `kid` when there are few
-    /// (`linearLookupLimit`; Firebase's set has about five).
-    private let keyList: [(kid: String, key: RSAPublicKey)]
+    /// What a set holds, in one immutable object: handing a set on (a look-up per token) costs one reference count,
+    /// not one per table.
+    private final class Storage: Sendable {
+        let keysByKid: [String: RSAPublicKey]
+        /// The same keys as a list, for a look-up by bytes without hashing the `kid` when there are few
+        /// (`linearLookupLimit`; Firebase's set has about five).
+        let keyList: [(kid: String, key: RSAPublicKey)]
+        /// P-256 keys (`kty` `EC`, `crv` `P-256`, `alg` absent or `ES256`), kept only when parsed with
+        /// `acceptES256` (custom-token backends, docs/issuer.md); never in a Firebase or trusted-issuer set.
+        let es256ByKid: [String: ES256PublicKey]
+        let kids: [String]
+        let skipped: [SkippedKey]
+
+        init(keysByKid: [String: RSAPublicKey], es256ByKid: [String: ES256PublicKey], kids: [String],
+             skipped: [SkippedKey]) {
+            self.keysByKid = keysByKid
+            self.keyList = keysByKid.map { (kid: $0.key, key: $0.value) }
+            self.es256ByKid = es256ByKid
+            self.kids = kids
+            self.skipped = skipped
+        }
+    }
+
+    private let storage: Storage
     private static let linearLookupLimit = 8
-    /// P-256 keys (`kty` `EC`, `crv` `P-256`, `alg` absent or `ES256`), kept only when parsed with
-    /// `acceptES256` (custom-token backends, docs/issuer.md); never in a Firebase or trusted-issuer set.
-    private let es256ByKid: [String: ES256PublicKey]
 
     /// The kept keys' `kid`s, in document order.
-    public let kids: [String]
+    public var kids: [String] { storage.kids }
 
     /// Entries that were not kept, with their reasons, in document order.
-    public let skipped: [SkippedKey]
+    public var skipped: [SkippedKey] { storage.skipped }
 
     /// Number of usable keys.
-    public var count: Int { kids.count }
+    public var count: Int { storage.kids.count }
 
     /// The key for `kid` (exact UTF-8 match), or `nil`. Never a fallback key.
     public func key(for kid: String) -> RSAPublicKey? {
         // The stored kids are distinct under String equality (the dictionary's), so at most one has the same bytes,
         // and it is the one the dictionary finds.
-        if keyList.count <= Self.linearLookupLimit {
-            for entry in keyList where utf8Equal(entry.kid, kid) { return entry.key }
-            return nil
+        let storage = self.storage
+        if storage.keyList.count <= Self.linearLookupLimit {
+            // Read in place: no copy of each entry.
+            return storage.keyList.withUnsafeBufferPointer { list in
+                for i in list.indices where utf8Equal(list[i].kid, kid) { return list[i].key }
+                return nil
+            }
         }
         // The dictionary matches canonically equivalent strings too; the stored key must be the same bytes.
-        guard let index = keysByKid.index(forKey: kid) else { return nil }
-        let (stored, key) = keysByKid[index]
+        guard let index = storage.keysByKid.index(forKey: kid) else { return nil }
+        let (stored, key) = storage.keysByKid[index]
         return utf8Equal(stored, kid) ? key : nil
     }
 
     /// The ES256 key for `kid` (exact UTF-8 match), or `nil`: only sets parsed with `acceptES256` hold any.
     public func es256Key(for kid: String) -> ES256PublicKey? {
-        guard let index = es256ByKid.index(forKey: kid) else { return nil }
-        let (stored, key) = es256ByKid[index]
+        guard let index = storage.es256ByKid.index(forKey: kid) else { return nil }
+        let (stored, key) = storage.es256ByKid[index]
         return utf8Equal(stored, kid) ? key : nil
     }
 
@@ -133,20 +154,12 @@ public struct JWKSet: Sendable {
             byKid[kid] = key
             kids.append(kid)
         }
-        self.keysByKid = byKid
-        self.keyList = byKid.map { (kid: $0.key, key: $0.value) }
-        self.es256ByKid = [:]
-        self.kids = kids
-        self.skipped = []
+        storage = Storage(keysByKid: byKid, es256ByKid: [:], kids: kids, skipped: [])
     }
 
     private init(keysByKid: [String: RSAPublicKey], es256ByKid: [String: ES256PublicKey], kids: [String],
                  skipped: [SkippedKey]) {
-        self.keysByKid = keysByKid
-        self.keyList = keysByKid.map { (kid: $0.key, key: $0.value) }
-        self.es256ByKid = es256ByKid
-        self.kids = kids
-        self.skipped = skipped
+        storage = Storage(keysByKid: keysByKid, es256ByKid: es256ByKid, kids: kids, skipped: skipped)
     }
 
     /// Parses a JWKS document `{"keys":[…]}` with `StrictJSON` (duplicate JSON keys are an error).

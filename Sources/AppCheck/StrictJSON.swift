@@ -343,13 +343,21 @@ public enum StrictJSON {
         mutating func parseNumber() throws(ParseError) -> JSONValue {
             let start = position
             var isInteger = true
+            var integerPart: Int64 = 0
             if peek == UInt8(ascii: "-") { position += 1 }
             guard let first = peek else { throw fail(.invalidNumber) }
             if first == UInt8(ascii: "0") {
                 position += 1
                 if let next = peek, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(next) { throw fail(.invalidNumber) }
             } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(first) {
-                _ = digits()
+                // The integer part, its value kept as it is read (no second pass below); it cannot overflow before
+                // 19 digits, and only up to 15 are used.
+                var value: Int64 = 0
+                while let byte = peek, byte &- UInt8(ascii: "0") < 10 {
+                    if position - start < 18 { value = value &* 10 &+ Int64(byte &- UInt8(ascii: "0")) }
+                    position += 1
+                }
+                integerPart = value
             } else {
                 throw fail(.invalidNumber)
             }
@@ -366,11 +374,8 @@ public enum StrictJSON {
             }
             // Integers of up to 15 digits (every `iat` and `exp`) are exact in a Double: no text round trip.
             if isInteger && position - start <= 15 {
-                var magnitude: Int64 = 0
+                let magnitude = integerPart  // 0 for "0" and "-0"
                 let negative = bytes[start] == UInt8(ascii: "-")
-                for index in (negative ? start + 1 : start)..<position {
-                    magnitude = magnitude * 10 + Int64(bytes[index] &- UInt8(ascii: "0"))
-                }
                 // (`-0` keeps its sign through the text path below.)
                 if !(negative && magnitude == 0) {
                     return .number(Double(negative ? -magnitude : magnitude), isInteger: true)

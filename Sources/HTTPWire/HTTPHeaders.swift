@@ -104,12 +104,14 @@ public struct HTTPHeaders: Hashable, Sendable {
     /// Index of the first field after `after` named `lowercaseLiteral` (case-insensitive), or `nil`. Compares the
     /// literal's bytes in place: the request path looks fields up with this.
     public func firstIndex(ofLiteral lowercaseLiteral: StaticString, after: Int = -1) -> Int? {
-        bytes.withUnsafeBytes { raw -> Int? in
+        let long = lowercaseLiteral.utf8CodeUnitCount >= 16
+        return bytes.withUnsafeBytes { raw -> Int? in
             var index = after + 1
             while index < fields.count {
                 let f = fields[index]
-                if HTTPSyntax.equalsLowercased(UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)]),
-                                               lowercaseLiteral) { return index }
+                let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
+                if long ? HTTPSyntax.equalsLowercasedByWords(name, lowercaseLiteral)
+                    : HTTPSyntax.equalsLowercased(name, lowercaseLiteral) { return index }
                 index += 1
             }
             return nil

@@ -91,6 +91,41 @@ public enum HTTPSyntax {
         return true
     }
 
+    /// `equalsLowercased(_:_:)` eight bytes a step, then byte by byte: for a long name such as `x-firebase-appcheck`
+    /// (the short ones are compared inline, where a call would cost more than it saves).
+    public static func equalsLowercasedByWords(_ bytes: UnsafeRawBufferPointer, _ lowercaseASCII: StaticString) -> Bool {
+        let count = lowercaseASCII.utf8CodeUnitCount
+        guard count == bytes.count else { return false }
+        let expected = lowercaseASCII.utf8Start
+        var index = 0
+        if let base = bytes.baseAddress {
+            while index + 8 <= count {
+                let word = base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                let want = UnsafeRawPointer(expected).loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                guard lowercased(word: word) == want else { return false }
+                index += 8
+            }
+        }
+        while index < count {
+            guard lowercased(bytes[index]) == expected[index] else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// `lowercased(_:)` of each of the eight bytes of `word` at once: a byte from `A` to `Z` (its high bit clear) gets
+    /// 0x20 added; every other byte stays. The range tests add to each byte's low seven bits, which never carries into
+    /// the next byte.
+    @inlinable
+    public static func lowercased(word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let low7 = word & ~highs
+        let atLeastA = low7 &+ ones &* (0x80 - 0x41)  // high bit set where the low seven bits are ≥ 0x41
+        let pastZ = low7 &+ ones &* (0x80 - 0x5B)     // … ≥ 0x5B
+        let upper = atLeastA & ~pastZ & ~word & highs
+        return word | (upper >> 2)
+    }
+
     /// Case-insensitive ASCII comparison of raw bytes with a string whose letters are already lower case
     /// (for names known only at run time, such as `Connection` tokens). Does not allocate.
     public static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, string lowercaseASCII: String) -> Bool {

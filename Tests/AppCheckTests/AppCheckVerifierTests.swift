@@ -24,6 +24,31 @@ import Testing
         #expect(try reason() == nil)
     }
 
+    /// The eight-bytes-a-step test of an App ID is the byte-by-byte rule (1–1,024 bytes, each 0x21–0x7E) for every
+    /// byte value at every position of short IDs, and at the length limits.
+    @Test func headerSafeAppIdsByteForByte() {
+        func reference(_ bytes: [UInt8]) -> Bool {
+            bytes.count >= 1 && bytes.count <= AppCheckVerifier.maxAppIdLength && bytes.allSatisfy { $0 >= 0x21 && $0 <= 0x7E }
+        }
+        for length in 1...19 {
+            let clean = (0..<length).map { UInt8(0x21 + ($0 * 7) % 94) }
+            #expect(clean.withUnsafeBufferPointer { AppCheckVerifier.isHeaderSafeAppId($0) })
+            for position in 0..<length {
+                for byte in 0...255 {
+                    var bytes = clean
+                    bytes[position] = UInt8(byte)
+                    let safe = bytes.withUnsafeBufferPointer { AppCheckVerifier.isHeaderSafeAppId($0) }
+                    if safe != reference(bytes) { Issue.record("length \(length), position \(position), byte \(byte)") }
+                }
+            }
+        }
+        #expect(!AppCheckVerifier.isHeaderSafeAppId(""))
+        #expect(AppCheckVerifier.isHeaderSafeAppId(String(repeating: "a", count: 1024)))
+        #expect(!AppCheckVerifier.isHeaderSafeAppId(String(repeating: "a", count: 1025)))
+        #expect(AppCheckVerifier.isHeaderSafeAppId("1:123456789012:ios:abcdef0123456789"))
+        #expect(!AppCheckVerifier.isHeaderSafeAppId("1:123456789012:ios:abcdef012345678é"))
+    }
+
     @Test func signatureStage() throws {
         let keys = try Fixtures.keySet()
         let unknown = try Fixtures.token(kid: "rotated-away")

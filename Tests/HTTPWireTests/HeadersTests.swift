@@ -64,6 +64,27 @@ struct HeadersTests {
         #expect(HTTPHeaders().isEmpty)
     }
 
+    /// The eight-bytes-a-step lower-casing is the byte rule for every byte value in every lane, and a long name
+    /// compared by words equals exactly the literal's case variants.
+    @Test func wordLowercasingIsTheByteRule() {
+        for byte in 0...255 {
+            for lane in 0..<8 {
+                var bytes = [UInt8](repeating: 0x5A, count: 8)  // "Z", lowered to "z" around the byte under test
+                bytes[lane] = UInt8(byte)
+                let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                let lowered = withUnsafeBytes(of: HTTPSyntax.lowercased(word: word)) { Array($0) }
+                #expect(lowered == bytes.map(HTTPSyntax.lowercased), "byte \(byte) in lane \(lane)")
+            }
+        }
+        for name in ["x-firebase-appcheck", "X-Firebase-AppCheck", "X-FIREBASE-APPCHECK", "x-firebase-appchecK"] {
+            #expect(Array(name.utf8).withUnsafeBytes { HTTPSyntax.equalsLowercasedByWords($0, "x-firebase-appcheck") })
+        }
+        for name in ["x-firebase-appchecj", "y-firebase-appcheck", "x-firebase_appcheck", "x-firebase-appcheck ",
+                     "x\u{0}firebase-appcheck", "x-firebasE-appcheq"] {
+            #expect(!Array(name.utf8).withUnsafeBytes { HTTPSyntax.equalsLowercasedByWords($0, "x-firebase-appcheck") }, "\(name)")
+        }
+    }
+
     @Test func tokens() {
         #expect(HTTPSyntax.isToken("x-Foo_1.2~!#$%&'*+^`|"))
         #expect(!HTTPSyntax.isToken(""))

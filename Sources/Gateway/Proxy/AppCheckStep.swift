@@ -20,6 +20,11 @@ struct StepRoute {
     let enforcement: Enforcement
     let corsPreflight: CORSPreflight
     let replayProtection: Bool
+    /// The route lists `providers` (most do not: then the set is never read).
+    let limitsProviders: Bool
+    /// `max_risk` and `require_risk` of the route.
+    let maxRisk: Int?
+    let requireRisk: Bool
 
     init(runtime: Runtime, index: Int) {
         self.runtime = runtime
@@ -27,13 +32,13 @@ struct StepRoute {
         enforcement = runtime.routes[index].enforcement
         corsPreflight = runtime.routes[index].corsPreflight
         replayProtection = runtime.routes[index].replayProtection
+        limitsProviders = !runtime.routes[index].providers.isEmpty
+        maxRisk = runtime.routes[index].maxRisk
+        requireRisk = runtime.routes[index].requireRisk
     }
 
     /// `providers` of the route, read in place.
     var providers: Set<String> { runtime.routes[index].providers }
-    /// `max_risk` and `require_risk` of the route, read in place.
-    var maxRisk: Int? { runtime.routes[index].maxRisk }
-    var requireRisk: Bool { runtime.routes[index].requireRisk }
 }
 
 /// A refusal answered by the gateway itself.
@@ -173,7 +178,6 @@ final class AppCheckStep {
     /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
     private func verify(token: ArraySlice<UInt8>, key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
                         completion: @escaping (consuming AppCheckDecision) -> Void) {
-        let runtime = context.runtime
         let now = context.wallClock
         if key != nil { context.recorder.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
@@ -184,7 +188,7 @@ final class AppCheckStep {
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
         guard let found = keySet(for: parsed.kid, now: now) else {
-            if runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now) {
+            if context.runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now) {
                 return completion(refuse(route, reason, fingerprint: fingerprint))
             }
             var outcome = AppCheckOutcome(status: .invalid, outcome: .invalid, reason: "jwks_unavailable")
@@ -202,22 +206,17 @@ final class AppCheckStep {
             }
             return completion(refuse(route, reason, fingerprint: fingerprint))
         }
-        let claims = parsed.claims
-        if let key, let exp = claims.expiresAt {
+        // The claims are read where the parse left them (a local copy retained each of their strings).
+        if let key, let exp = parsed.claims.expiresAt {
             // Only Firebase's set in use: `keySet` found the kid in `context.keys`, whose set this is.
             let onlyFirebase = found.policy == nil && context.ownKeys == nil && context.trustedKeys.isEmpty
-            cache.put(key, TokenCache.Entry(claims: claims, kid: parsed.kid, fingerprint: fingerprint,
-                                            until: exp + runtime.policy.clockSkew,
+            cache.put(key, TokenCache.Entry(claims: parsed.claims, kid: parsed.kid, fingerprint: fingerprint,
+                                            until: exp + context.runtime.policy.clockSkew,
                                             verifiedBy: onlyFirebase ? context.keys : nil), now: now)
         }
-        // Firebase's tokens follow the runtime's policy, passed in place (`found.policy ?? runtime.policy` made a copy
-        // of it per token).
-        if let policy = found.policy {
-            conclude(claims, policy: policy, now: now, fingerprint: fingerprint, route: route, completion: completion)
-        } else {
-            conclude(claims, policy: runtime.policy, now: now, fingerprint: fingerprint, route: route,
-                     completion: completion)
-        }
+        // Firebase's tokens follow the runtime's policy.
+        conclude(parsed.claims, policy: found.policy ?? context.runtime.policy, now: now, fingerprint: fingerprint,
+                 route: route, completion: completion)
     }
 
     /// The checks every token passes, cached or not, in the same order (SPEC §4.2): claims and time, the route's
@@ -229,7 +228,7 @@ final class AppCheckStep {
         case .success(let v): verified = v
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
-        if let reason = AppCheckVerifier.checkProvider(verified, allowed: route.providers)
+        if let reason = (route.limitsProviders ? AppCheckVerifier.checkProvider(verified, allowed: route.providers) : nil)
             ?? AppCheckVerifier.checkRisk(verified, maxRisk: route.maxRisk, requireRisk: route.requireRisk) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
