@@ -68,7 +68,7 @@ public enum AppCheckToken {
         var payload = StrictJSON.MemberSlots()
         let wellFormed = (knownKid != nil || decodeAndScan(headerPart, into: &header, select: headerSlot))
             && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
-                             strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots,
+                             strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots, payloads: memo,
                              select: TokenClaims.claimSlot)
         guard wellFormed else { return .failure(.malformed) }
         let kid: String
@@ -97,11 +97,13 @@ public enum AppCheckToken {
     /// Decodes one base64url part onto the stack and scans it as a strict JSON object of at most `maxLength` bytes
     /// (`StrictJSON.scanObject`); false on any fault.
     static func decodeAndScan(_ part: UnsafeRawBufferPointer, into slots: inout StrictJSON.MemberSlots,
-                              strings: StrictJSON.StringMemo? = nil, memoSlots: Int = 0,
+                              strings: StrictJSON.StringMemo? = nil, memoSlots: Int = 0, payloads: ParseMemo? = nil,
                               select: (JSONValue.ShortKey?) -> Int) -> Bool {
         guard let capacity = Base64URL.decodedCount(part.count) else { return false }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(capacity, 1)) { buffer in
-            guard let count = Base64URL.decode(part, into: buffer.baseAddress!) else { return false }
+            let decoded = if let payloads { payloads.decodePayload(part, into: buffer.baseAddress!) }
+                          else { Base64URL.decode(part, into: buffer.baseAddress!) }
+            guard let count = decoded else { return false }
             do {
                 try StrictJSON.scanObject(UnsafeBufferPointer(rebasing: buffer[..<count]), maxBytes: maxLength,
                                           into: &slots, strings: strings, memoSlots: memoSlots, select: select)
@@ -125,6 +127,54 @@ public enum AppCheckToken {
         private var signature: [UInt8] = []
 
         public init() {}
+
+        /// A payload part decoded before (text and bytes), and how many of its characters, a whole number of
+        /// quanta, the payload parts after it have shared (0 until two have been compared).
+        private var payloadText: [UInt8] = []
+        private var payloadBytes: [UInt8] = []
+        private var sharedChars = 0
+        /// Fewer shared characters than this are decoded as usual.
+        static let minSharedChars = 32
+
+        /// `part` (a payload part) decoded from strict base64url into `out`, which has room for
+        /// `Base64URL.decodedCount(part.count)` bytes: the number written, nil on any deviation. The payloads of one
+        /// app's tokens start with the same claims, so their parts start with the same characters: the whole quanta
+        /// this part shares with the remembered one are not decoded again but copied from its bytes. That is the same
+        /// result: base64url decodes quantum by quantum, and the remembered part decoded without fault (its last,
+        /// partial quantum, the only one with a canonical-bits rule, lies past any shared whole quanta here).
+        func decodePayload(_ part: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>) -> Int? {
+            var shared = 0
+            if let base = part.baseAddress, !payloadText.isEmpty {
+                shared = payloadText.withUnsafeBytes { remembered -> Int in
+                    // The length learnt, when this part shares it (one memcmp); else the common whole quanta now.
+                    if sharedChars >= Self.minSharedChars && sharedChars <= part.count
+                        && memcmp(remembered.baseAddress!, base, sharedChars) == 0 { return sharedChars }
+                    var common = 0
+                    let limit = min(remembered.count, part.count)
+                    while common + 8 <= limit && remembered.loadUnaligned(fromByteOffset: common, as: UInt64.self)
+                        == part.loadUnaligned(fromByteOffset: common, as: UInt64.self) { common += 8 }
+                    while common < limit && remembered[common] == part[common] { common += 1 }
+                    return common / 4 * 4
+                }
+            }
+            guard shared >= Self.minSharedChars else {
+                // Another kind of payload (or the first): decode it whole and remember it.
+                guard let count = Base64URL.decode(part, into: out) else { return nil }
+                payloadText.removeAll(keepingCapacity: true)
+                payloadText.append(contentsOf: part)
+                payloadBytes.removeAll(keepingCapacity: true)
+                payloadBytes.append(contentsOf: UnsafeBufferPointer(start: out, count: count))
+                sharedChars = 0
+                return count
+            }
+            sharedChars = shared
+            let prefix = shared / 4 * 3
+            payloadBytes.withUnsafeBufferPointer { out.initialize(from: $0.baseAddress!, count: prefix) }
+            guard let rest = Base64URL.decode(UnsafeRawBufferPointer(rebasing: part[shared...]), into: out + prefix) else {
+                return nil
+            }
+            return prefix + rest
+        }
 
         /// `part` decoded from strict base64url into the memo's buffer, which the returned array shares: when the
         /// last token parsed is gone (in the gateway, verified and dropped before the next is parsed), the buffer is

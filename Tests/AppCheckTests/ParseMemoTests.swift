@@ -128,6 +128,35 @@ import Testing
         #expect(scanned(Self.prefix + Self.prefixTails.last!, memo: memo).hasPrefix("refused"))
     }
 
+    /// Payload parts that share their first characters with the one the memo remembers decode, through the memo,
+    /// to exactly what they decode to alone: whatever they share (less than a quantum, whole quanta, all of it), and
+    /// when the rest is refused (a foreign character, non-canonical last bits, a length no encoding has).
+    @Test func payloadPartsSharingTheirStartDecodeAsAlone() throws {
+        let memo = AppCheckToken.ParseMemo()
+        func viaMemo(_ text: [UInt8]) -> [UInt8]? {
+            guard let capacity = Base64URL.decodedCount(text.count) else { return nil }
+            var out = [UInt8](repeating: 0, count: max(capacity, 1))
+            let n = text.withUnsafeBytes { t in out.withUnsafeMutableBufferPointer { memo.decodePayload(t, into: $0.baseAddress!) } }
+            return n.map { Array(out[..<$0]) }
+        }
+        let base = Array(b64(Fixtures.claims(adding: [("jti", "\"first\"")])).utf8)
+        var texts: [[UInt8]] = [base, Array(b64(Fixtures.claims(adding: [("jti", "\"second\"")])).utf8)]
+        for length in stride(from: 0, through: base.count, by: 5) { texts.append(Array(base[..<length])) }
+        for position in [0, 3, 31, 32, 40, base.count - 2, base.count - 1] {
+            for byte in [UInt8(ascii: "A"), UInt8(ascii: "_"), UInt8(ascii: "="), UInt8(ascii: "+"), 0x00] {
+                var changed = base
+                changed[position] = byte
+                texts.append(changed)
+            }
+        }
+        texts += [base + Array("A".utf8), base + Array("AA".utf8), base + Array("AB".utf8), base + Array("QUJD".utf8),
+                  Array(b64(#"{"iss":"x"}"#).utf8), base]
+        for text in texts + texts.reversed() + texts {
+            let alone = text.count % 4 == 1 ? nil : Base64URL.decode(text)
+            #expect(viaMemo(text) == alone, "\(String(decoding: text, as: UTF8.self))")
+        }
+    }
+
     @Test func rememberedArraysAreFoundByTheirBytes() throws {
         let memo = StrictJSON.StringMemo()
         let aud: JSONValue = .array([.string("projects/1"), .string("projects/p")])
