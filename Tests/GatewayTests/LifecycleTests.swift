@@ -32,6 +32,7 @@ import TestSupport
         defer { upstream.stop() }
         let url = "http://127.0.0.1:\(upstream.address.port)"
         let path = try Self.tempFile(Self.config(upstream: url, routes: ["/a"]))
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let gw = try GatewayProcess.serve(config: path)
         #expect(Self.status(gw.port, "/a") == 200)
         #expect(Self.status(gw.port, "/b") == 404)
@@ -58,6 +59,7 @@ import TestSupport
         let upstream = try SampleUpstream()
         defer { upstream.stop() }
         let path = try Self.tempFile(Self.config(upstream: "http://127.0.0.1:\(upstream.address.port)", routes: ["/delay/800"]))
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let gw = try GatewayProcess.serve(config: path)
         let client = try RawHTTPClient(port: gw.port)
         try client.send("GET /delay/800 HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -79,10 +81,12 @@ import TestSupport
 
     @Test func checkConfigPrintsRoutesOrEveryErrorWithPosition() throws {
         let good = try Self.tempFile(Self.config(upstream: "http://127.0.0.1:9", routes: ["/a", "/b"]))
+        defer { try? FileManager.default.removeItem(atPath: good) }
         let ok = try Run.command(Run.gatewayBinary, ["check-config", "--config", good])
         #expect(ok.status == 0)
         #expect(ok.stdout.contains("ra") && ok.stdout.contains("rb"))
         let bad = try Self.tempFile("server:\n  threads: many\napp_check: {}\nupstreams: {}\nroutes: []\n")
+        defer { try? FileManager.default.removeItem(atPath: bad) }
         let r = try Run.command(Run.gatewayBinary, ["check-config", "--config", bad])
         #expect(r.status == 1)
         let lines = r.stderr.split(separator: "\n")
@@ -119,6 +123,7 @@ import TestSupport
         #expect(missing.status == 1)
         #expect(missing.stderr.trimmingCharacters(in: .whitespacesAndNewlines) == "/nonexistent/gw.yaml:1:1: cannot read file: No such file or directory")
         let busy = try Self.tempFile(Self.config(upstream: "http://127.0.0.1:9", routes: ["/a"]).replacingOccurrences(of: "127.0.0.1:0\"]", with: "203.0.113.1:80\"]"))
+        defer { try? FileManager.default.removeItem(atPath: busy) }
         let bind = try Run.command(Run.gatewayBinary, ["serve", "--config", busy], timeout: 20)
         #expect(bind.status == 1)
         #expect(bind.stderr.contains("cannot start"))

@@ -207,6 +207,7 @@ import TestSupport
         defer { upstream.stop() }
         let url = "http://127.0.0.1:\(upstream.address.port)"
         let path = try Self.tempFile(Self.loadConfig(upstream: url, withB: false, logLevel: "info"))
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let gw = try GatewayProcess.serve(config: path, timeout: 30)
         defer { Self.reap(gw) }
         #expect(Self.status(gw.port, "/a") == 200)
@@ -268,6 +269,7 @@ import TestSupport
             """, limits: ["shutdown_grace": "5s"], upstreamExtra: "    response_timeout: 10s")
             .replacingOccurrences(of: "    response_timeout: 2s\n", with: "")
         let path = try Self.tempFile(config)
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let gw = try GatewayProcess.serve(config: path, timeout: 30)
         defer { Self.reap(gw) }
 
