@@ -37,7 +37,10 @@ public enum AppCheckToken {
     /// `memo` (one per thread, an event loop's) remembers the last few header parts accepted: a token whose
     /// header part is byte for byte one of them is not decoded and scanned again (the verdict is a function of those
     /// bytes; the payload is judged as always). It also lends the payload's `iss`, `sub` and `aud` strings when their
-    /// bytes are those of recent ones (the same values, without making new Strings).
+    /// bytes are those of recent ones (the same values, without making new Strings), resumes a payload that starts with
+    /// the bytes of a recent one after them (`StrictJSON.StringMemo.ObjectPrefix`), copies the decoded bytes of the
+    /// whole base64url quanta a payload part shares with the last one (`decodePayload`), and lends its buffer for the
+    /// signature's bytes (`decodeSignature`). Every one of these gives the result the plain parse gives.
     public static func parse(_ token: [UInt8], memo: ParseMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
         parse(token[...], memo: memo)
     }
@@ -116,8 +119,9 @@ public enum AppCheckToken {
 
     /// What `parse` remembers between tokens, for one thread (an event loop's): the header parts (base64url text,
     /// before the first dot) it last accepted, with their `kid` (at most `capacity`, the oldest replaced first:
-    /// Firebase signs with a handful of keys, so its tokens carry a handful of headers), and recent `iss`, `sub` and
-    /// `aud` strings (`claimStrings`).
+    /// Firebase signs with a handful of keys, so its tokens carry a handful of headers); recent `iss`, `sub` and
+    /// `aud` strings and payload starts (`claimStrings`); the last kind of payload part, as text and bytes; and a
+    /// buffer for signatures.
     public final class ParseMemo {
         static let capacity = 4
         private var entries: [(part: [UInt8], kid: String)] = []
