@@ -4,7 +4,8 @@
 /// `AppCheckVerifier.verifySignature` returns `nil`.
 public struct ParsedToken: Sendable {
     /// The whole token text as bytes; shares storage with the caller's array (no copy: in the gateway, the request
-    /// head's bytes). Its indices are the caller's; the offsets below count from its `startIndex`.
+    /// head's bytes). Its indices are the caller's; the offsets below count from its `startIndex` (read the signing
+    /// input through `signingInput`, not `token[signingInputRange]`).
     public let token: ArraySlice<UInt8>
     /// The header's `kid`: a non-empty string.
     public let kid: String

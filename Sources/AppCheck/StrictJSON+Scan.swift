@@ -132,16 +132,18 @@ extension StrictJSON {
             prefixes.deallocate()
         }
 
-        /// The remembered object start that `input` begins with (scanned under the same depth bound and slots), and
-        /// where it ends; nil when none.
+        /// The longest remembered object start that `input` begins with (scanned under the same depth bound and
+        /// slots), and where it ends; nil when none.
         func objectPrefix(in input: UnsafeBufferPointer<UInt8>, maxDepth: Int, memoSlots: Int) -> (prefix: ObjectPrefix, end: Int)? {
             guard let base = input.baseAddress, !prefixes.entries.isEmpty else { return nil }
             return prefixes.entries.withUnsafeBufferPointer { stored -> (ObjectPrefix, Int)? in
-                for entry in stored where entry.count <= input.count && entry.value.maxDepth == maxDepth
-                    && entry.value.memoSlots == memoSlots && memcmp(entry.bytes, base, entry.count) == 0 {
-                    return (entry.value, entry.count)
+                var best = -1
+                for i in stored.indices where stored[i].count <= input.count && (best < 0 || stored[i].count > stored[best].count)
+                    && stored[i].value.maxDepth == maxDepth && stored[i].value.memoSlots == memoSlots
+                    && memcmp(stored[i].bytes, base, stored[i].count) == 0 {
+                    best = i
                 }
-                return nil
+                return best >= 0 ? (stored[best].value, stored[best].count) : nil
             }
         }
 

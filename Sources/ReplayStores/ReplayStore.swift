@@ -43,16 +43,18 @@ public struct ReplayKey: Hashable, Sendable {
         a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
     }
 
-    /// The first word alone feeds the hasher: keys are SHA-256 output, so its 64 bits are already uniform, and the
-    /// hasher's per-process seed keeps buckets unpredictable. Equality still compares all 256 bits.
-    public func hash(into hasher: inout Hasher) { hasher.combine(words.0) }
+    /// The second word alone feeds a hasher (see `_rawHashValue`). Equality still compares all 256 bits.
+    public func hash(into hasher: inout Hasher) { hasher.combine(words.1) }
 
     /// What a `Dictionary` or `Set` asks for (the hidden requirement behind `hash(into:)`): the second word mixed with
     /// the table's seed, without running the hasher over it. The words are already uniform (SHA-256 output of a signed
     /// token, which no client chooses). Not the first word: the memory store shards by its first byte, so within a
-    /// shard its low bits, which pick the bucket, would all be the same.
+    /// shard its low bits, which pick the bucket, would all be the same. The multiply and the fold of the high half
+    /// into the low one make the bucket (the low bits) depend on every bit of the word and of the seed, so two tables
+    /// with different seeds order their buckets differently, as the hasher's seeding intends.
     public func _rawHashValue(seed: Int) -> Int {
-        Int(truncatingIfNeeded: (words.1 ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15)
+        let mixed = (words.1 ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
     }
 }
 

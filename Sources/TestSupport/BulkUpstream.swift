@@ -41,8 +41,8 @@ public final class BulkUpstream: @unchecked Sendable {
     /// Connections accepted so far.
     public var connections: Int { accepted.load(ordering: .relaxed) }
 
-    /// Closes the listener and every connection, and ends the loop's thread. Idempotent. Until it is called the loop
-    /// holds this object (its handlers do).
+    /// Closes the listener and every connection, and ends the loop's thread, soon after (on the loop's thread).
+    /// Idempotent. Until it is called the loop holds this object (its handlers do).
     public func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         loop.execute { [self] in
@@ -89,6 +89,8 @@ public final class BulkUpstream: @unchecked Sendable {
         private var pending: [UInt8] = []
         private var owed = 0
         private var sent = 0
+        /// The peer has shut its side: answer what it asked, then close.
+        private var peerDone = false
 
         init(fd: Int32, upstream: BulkUpstream) {
             self.fd = fd
@@ -97,18 +99,22 @@ public final class BulkUpstream: @unchecked Sendable {
 
         // Edge-triggered: read until the socket is drained, write until it is full.
         func handleEvent(_ events: UInt32) {
-            if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
+            if !peerDone && events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
                 guard readAll() else { return upstream.close(self) }
             }
             guard writeAll() else { return upstream.close(self) }
+            if peerDone && owed == 0 { upstream.close(self) }
         }
 
-        /// False on EOF or an error.
+        /// False on an error; EOF sets `peerDone`.
         private func readAll() -> Bool {
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
                 let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n == 0 { return false }
+                if n == 0 {
+                    peerDone = true
+                    return true
+                }
                 if n < 0 {
                     if errno == EINTR { continue }
                     return errno == EAGAIN || errno == EWOULDBLOCK

@@ -222,6 +222,8 @@ import Testing
         let own = try Self.debugToken(gw)
         let configPath = gw.configPath
         gw.stop()
+        // The harness removes its folder (the config) when it goes away: keep it until the end of the test.
+        defer { withExtendedLifetime(gw) {} }
         let valid = try Run.command(Run.gatewayBinary, ["verify", "--config", configPath, "--", own])
         #expect(valid.status == 0 && valid.stdout.contains("verdict: valid app_id=\(Self.appId)"), "\(valid.stdout) \(valid.stderr)")
 
