@@ -186,7 +186,7 @@ public enum AppCheckVerifier {
     }
 
     /// The `token_sha256` log field (docs/operations.md): the first 16 hex characters of `tokenHash`.
-    public static func logFingerprint(_ token: [UInt8]) -> String {
-        String(SHA256Digest.hex(tokenHash(token)).prefix(16))
+    public static func logFingerprint<Token: Collection>(_ token: Token) -> String where Token.Element == UInt8 {
+        String(SHA256Digest.hex(SHA256Digest.hash(token)).prefix(16))
     }
 }

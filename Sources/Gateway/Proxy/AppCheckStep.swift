@@ -108,7 +108,7 @@ final class AppCheckStep {
                 var fingerprint = hit.fingerprint
                 if fingerprint == nil && context.logSink.enabled(.info) {
                     // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
-                    let computed = Self.fingerprint(head.headers.valueSlice(at: tokenIndex))
+                    let computed = AppCheckVerifier.logFingerprint(head.headers.valueSlice(at: tokenIndex))
                     cache.setFingerprint(found, computed)
                     fingerprint = computed
                 }
@@ -130,8 +130,7 @@ final class AppCheckStep {
             return via.usable(at: now) ? context.runtime.policy : nil
         }
         guard let keys = keySet(for: hit.kid, now: now), keys.set.key(for: hit.kid) != nil else { return nil }
-        if let policy = keys.policy { return policy }
-        return context.runtime.policy
+        return keys.policy ?? context.runtime.policy
     }
 
     /// Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
@@ -181,7 +180,7 @@ final class AppCheckStep {
         let now = context.wallClock
         if key != nil { context.recorder.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
-        let fingerprint = context.logSink.enabled(.info) ? Self.fingerprint(token) : nil
+        let fingerprint = context.logSink.enabled(.info) ? AppCheckVerifier.logFingerprint(token) : nil
         let parsed: ParsedToken
         switch AppCheckToken.parse(token, memo: parseMemo) {
         case .success(let p): parsed = p
@@ -263,11 +262,6 @@ final class AppCheckStep {
         case .reused: refuse(route, .reused, fingerprint: fingerprint, appId: appId)
         case .unavailable: storeUnavailable(outcome)
         }
-    }
-
-    /// `token_sha256` of the log line (docs/operations.md): the first 16 hex characters of SHA-256 of the token.
-    static func fingerprint<Token: Collection>(_ token: Token) -> String where Token.Element == UInt8 {
-        String(SHA256Digest.hex(SHA256Digest.hash(token)).prefix(16))
     }
 
     private func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {
