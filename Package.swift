@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "AppCheck", targets: ["AppCheck"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .library(name: "AndroidAttestation", targets: ["AndroidAttestation"]),
         .library(name: "GatewayConfig", targets: ["GatewayConfig"]),
         .library(name: "Gateway", targets: ["Gateway"]),
     ],
@@ -42,6 +43,8 @@ let package = Package(
         ]),
         .target(name: "AppAttest", dependencies: ["COpenSSL"]),
         .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]),
+        // Android Key Attestation: the KeyDescription DER reader and the chain rules (issue 37), a sibling of AppAttest.
+        .target(name: "AndroidAttestation", dependencies: ["COpenSSL"]),
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
         // The configuration (YAML -> validated Settings) is below everything that reads settings; the issuer and
@@ -50,7 +53,7 @@ let package = Package(
             "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "COpenSSL", "CLibYAML",
         ], swiftSettings: hotPath),
         .target(name: "Issuer", dependencies: [
-            "GatewayConfig", "HTTPWire", "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores",
+            "GatewayConfig", "HTTPWire", "AppCheck", "AppAttest", "AndroidAttestation", "JSONLog", "KeySets", "ReplayStores",
         ], swiftSettings: hotPath),
         .target(name: "Dashboard", dependencies: ["GatewayConfig", "JSONLog", "KeySets", "ReplayStores"],
                 swiftSettings: hotPath),
@@ -80,6 +83,8 @@ let package = Package(
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire", "CNghttp2"]),
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck", "TestSupport"]),
         .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
+                    resources: [.copy("Vectors")]),
+        .testTarget(name: "AndroidAttestationTests", dependencies: ["AndroidAttestation"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),
         .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
