@@ -42,7 +42,7 @@ let package = Package(
             "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims", "COpenSSL",
         ]),
         .target(name: "AppAttest", dependencies: ["COpenSSL"]),
-        .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]),
+        .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]), // also the simulated Android device
         // Android Key Attestation: the KeyDescription DER reader and the chain rules (issue 37), a sibling of AppAttest.
         .target(name: "AndroidAttestation", dependencies: ["COpenSSL"]),
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck", "TestSupport"]),
         .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
                     resources: [.copy("Vectors")]),
-        .testTarget(name: "AndroidAttestationTests", dependencies: ["AndroidAttestation"],
+        .testTarget(name: "AndroidAttestationTests", dependencies: ["AndroidAttestation", "AppAttestSimulator"],
                     resources: [.copy("Vectors")]),
         .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),
         .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
