@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: [
             "Gateway", "GatewayConfig", "Issuer", "Dashboard", "GatewayTools", "KeySets", "ReplayStores", "JSONLog",
-            "TestSupport", "AppCheck", "AppAttest", "AppAttestSimulator", "EventLoop", "HTTPWire",
+            "TestSupport", "AppCheck", "AppAttest", "AppAttestSimulator", "EventLoop", "HTTPWire", "AndroidAttestation",
         ]),
         .testTarget(name: "GatewayToolsTests", dependencies: ["GatewayTools", "Gateway", "TestSupport", "EventLoop"]),
     ],
