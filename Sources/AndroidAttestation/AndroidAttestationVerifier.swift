@@ -25,10 +25,10 @@ public struct AndroidAttestationVerifier: Sendable {
     /// chain verifies to a pinned root at `time` (a presented self-signed top certificate is set aside: trust
     /// comes from the store, which holds the same key); no presented serial is REVOKED or SUSPENDED; exactly one
     /// certificate carries a KeyDescription, once, and it is the leaf (a second higher up is refused); it parses
-    /// strictly; origin GENERATED; the challenge; both security levels TrustedEnvironment or StrongBox
+    /// strictly; origin GENERATED (hardware-enforced); the challenge; both security levels TrustedEnvironment or StrongBox
     /// (StrongBox only with `policy.requireStrongBox`); the hardware-enforced root of trust is locked and
-    /// Verified; the attestation application id lists `policy.packageName` and one of its digests; the OS patch
-    /// level is at least `policy.minimumPatchLevel` when set; the leaf key is EC P-256.
+    /// Verified; the attestation application id lists `policy.packageName` and one of its digests; the hardware-enforced
+    /// OS patch level is at least `policy.minimumPatchLevel` when set; the leaf key is EC P-256.
     public func verify(chain: [[UInt8]], challenge: [UInt8], policy: AndroidAttestationPolicy,
                        statusList: AndroidStatusList, at time: Int64) throws(AndroidAttestationFailure) -> AndroidAttestedKey {
         guard !chain.isEmpty, chain.count <= Self.maxChainLength else {
@@ -60,8 +60,10 @@ public struct AndroidAttestationVerifier: Sendable {
         let description = try Self.keyDescription(of: certificates)
 
         let hardware = description.hardwareEnforced
-        guard (hardware.origin ?? description.softwareEnforced.origin) == AuthorizationList.originGenerated else {
-            throw AndroidAttestationFailure(.origin, "origin is not GENERATED")
+        // Origin, root of trust and patch level are read from the hardware-enforced list only: the software one is the
+        // OS's word, which is what the attestation is meant to check.
+        guard hardware.origin == AuthorizationList.originGenerated else {
+            throw AndroidAttestationFailure(.origin, "hardware-enforced origin is not GENERATED")
         }
         guard description.attestationChallenge == challenge else {
             throw AndroidAttestationFailure(.challenge, "attestationChallenge is not the challenge")
@@ -89,7 +91,7 @@ public struct AndroidAttestationVerifier: Sendable {
             throw AndroidAttestationFailure(.signingCertificate, "no signing certificate digest is the app's")
         }
         if let minimum = policy.minimumPatchLevel {
-            guard let level = hardware.osPatchLevel ?? description.softwareEnforced.osPatchLevel else {
+            guard let level = hardware.osPatchLevel else {
                 throw AndroidAttestationFailure(.patchLevel, "no osPatchLevel, \(minimum) required")
             }
             guard level >= minimum else {
