@@ -99,3 +99,23 @@ import Testing
         #expect(roots.allSatisfy { $0.isSelfSigned })
     }
 }
+
+/// Google's own status-list test data (google/android-key-attestation): the list's keys are the serials as
+/// `BigInteger.toString(16)` writes them, and a real certificate's serial (DER with a leading zero octet) is found.
+@Suite struct GoogleStatusListVectorTests {
+    @Test func aRealCertificateIsFoundSuspended() throws {
+        let json = try Data(contentsOf: try VectorSupport.url("android-key-attestation_status.json"))
+        let object = try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
+        let entries = try #require(object["entries"] as? [String: [String: String]])
+        var statuses: [String: AndroidStatusList.Status] = [:]
+        for (serial, entry) in entries { statuses[serial] = AndroidStatusList.Status(rawValue: entry["status"] ?? "") }
+        let list = AndroidStatusList(entries: statuses)
+        #expect(list.entries.count == 5)
+        let der = try #require(try VectorSupport.chain("android-key-attestation_suspended-cert").first)
+        let certificate = try #require(AndroidCertificate(der: der))
+        #expect(certificate.serialHex() == "cc66e9a93713b6e643b26c15879786f7")
+        #expect(list.status(ofSerial: try #require(certificate.serialHex())) == .suspended)
+        #expect(list.status(ofSerial: "badbeef") == nil)
+        #expect(list.status(ofSerial: "8350192447815228107") == .revoked)
+    }
+}

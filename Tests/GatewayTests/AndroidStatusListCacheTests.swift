@@ -80,6 +80,17 @@ import Testing
         }
     }
 
+    /// Google's own sample list (google/android-key-attestation's status.json, Tests/AndroidAttestationTests/Vectors),
+    /// read through a `file://` URL as `revocation_url` allows.
+    @Test func readsGooglesSampleListFromAFile() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("AndroidAttestationTests/Vectors/android-key-attestation_status.json").path
+        let list = try AndroidStatusListCache(url: "file://" + path).list(now: 1_800_000_000).get()
+        #expect(list.entries.count == 5)
+        #expect(list.status(ofSerial: "cc66e9a93713b6e643b26c15879786f7") == .suspended)
+        #expect(list.status(ofSerial: "11244410301401252959") == .revoked)
+    }
+
     @Test func parsesGoogleShapeOnly() {
         #expect(AndroidStatusListCache.parse(Array(#"{"entries":{"1":{"status":"REVOKED"}}}"#.utf8))?.entries == ["1": .revoked])
         #expect(AndroidStatusListCache.parse(Array(#"{"entries":[]}"#.utf8)) == nil)

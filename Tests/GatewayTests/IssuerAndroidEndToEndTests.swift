@@ -263,6 +263,13 @@ import Testing
         let cross = try client.post(Self.both, "exchangeAppAttestAssertion",
                                     #"{"artifact":"\#(IssuerJSON.encodeBase64(bothArtifact))","assertion":"AAAA","challenge":"\#(IssuerJSON.encodeBase64(crossChallenge))"}"#)
         #expect(cross.status == 403, "\(cross.bodyText)")
+
+        // No log line carries evidence: a certificate, a signature, an artifact or a challenge.
+        let secrets = [IssuerJSON.encodeBase64(key.chain[0]).prefix(40), IssuerJSON.encodeBase64(signature).prefix(40),
+                       IssuerJSON.encodeBase64(artifact).prefix(40), IssuerJSON.encodeBase64(once).prefix(40)]
+        let lines = gateway.logLines()
+        #expect(lines.count > 20)
+        for secret in secrets { #expect(!lines.contains { $0.contains(secret) }, "\(secret) logged") }
     }
 
     @Test func attestedKeysSurviveKill9OnSQLite() throws {
