@@ -240,6 +240,16 @@ import Testing
         let long = try client.attestation(Self.plain, chain: Array(repeating: rig.ca.intermediateDER, count: 9), challenge: big)
         #expect(long.status == 400 && gateway.logged(#""rule":"android_chain_malformed""#), "\(long.bodyText)")
 
+        // Bad fields are 400 and name their rule.
+        for (body, rule) in [(#"{"challenge":"AQID"}"#, "missing_certificate_chain"),
+                             (#"{"certificateChain":"MIIB","challenge":"AQID"}"#, "invalid_certificate_chain"),
+                             (#"{"certificateChain":[],"challenge":"AQID"}"#, "invalid_certificate_chain"),
+                             (#"{"certificateChain":["!!"],"challenge":"AQID"}"#, "invalid_base64_certificate_chain"),
+                             (#"{"certificateChain":[7],"challenge":"AQID"}"#, "invalid_base64_certificate_chain")] {
+            let r = try client.post(Self.plain, "exchangeAndroidKeyAttestation", body)
+            #expect(r.status == 400 && gateway.logged(#""rule":"\#(rule)""#), "\(body): \(r.bodyText)")
+        }
+
         // Assertions: a wrong key, an unknown artifact, a challenge used twice.
         let (ok, attestedKey) = try client.attest(Self.plain, rig.device)
         let artifact = try Self.artifact(ok)
