@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "AppCheck", targets: ["AppCheck"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .library(name: "AndroidAttestation", targets: ["AndroidAttestation"]),
         .library(name: "GatewayConfig", targets: ["GatewayConfig"]),
         .library(name: "Gateway", targets: ["Gateway"]),
     ],
@@ -41,7 +42,9 @@ let package = Package(
             "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "CSystemShims", "COpenSSL",
         ]),
         .target(name: "AppAttest", dependencies: ["COpenSSL"]),
-        .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]),
+        .target(name: "AppAttestSimulator", dependencies: ["AppAttest", "COpenSSL"]), // also the simulated Android device
+        // Android Key Attestation: the KeyDescription DER reader and the chain rules (issue 37), a sibling of AppAttest.
+        .target(name: "AndroidAttestation", dependencies: ["COpenSSL"]),
         .target(name: "ReplayStores", dependencies: ["EventLoop", "JSONLog", "CSystemShims", "CSQLite"],
                 swiftSettings: hotPath),
         // The configuration (YAML -> validated Settings) is below everything that reads settings; the issuer and
@@ -50,7 +53,7 @@ let package = Package(
             "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores", "COpenSSL", "CLibYAML",
         ], swiftSettings: hotPath),
         .target(name: "Issuer", dependencies: [
-            "GatewayConfig", "HTTPWire", "AppCheck", "AppAttest", "JSONLog", "KeySets", "ReplayStores",
+            "GatewayConfig", "HTTPWire", "AppCheck", "AppAttest", "AndroidAttestation", "JSONLog", "KeySets", "ReplayStores",
         ], swiftSettings: hotPath),
         .target(name: "Dashboard", dependencies: ["GatewayConfig", "JSONLog", "KeySets", "ReplayStores"],
                 swiftSettings: hotPath),
@@ -81,11 +84,13 @@ let package = Package(
         .testTarget(name: "AppCheckTests", dependencies: ["AppCheck", "TestSupport"]),
         .testTarget(name: "AppAttestTests", dependencies: ["AppAttest", "AppAttestSimulator"],
                     resources: [.copy("Vectors")]),
+        .testTarget(name: "AndroidAttestationTests", dependencies: ["AndroidAttestation", "AppAttestSimulator"],
+                    resources: [.copy("Vectors")]),
         .testTarget(name: "KeySetsTests", dependencies: ["KeySets", "JSONLog", "AppCheck", "GatewayTools", "TestSupport"]),
         .testTarget(name: "ReplayStoresTests", dependencies: ["ReplayStores", "JSONLog", "EventLoop", "TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: [
             "Gateway", "GatewayConfig", "Issuer", "Dashboard", "GatewayTools", "KeySets", "ReplayStores", "JSONLog",
-            "TestSupport", "AppCheck", "AppAttest", "AppAttestSimulator", "EventLoop", "HTTPWire",
+            "TestSupport", "AppCheck", "AppAttest", "AppAttestSimulator", "EventLoop", "HTTPWire", "AndroidAttestation",
         ]),
         .testTarget(name: "GatewayToolsTests", dependencies: ["GatewayTools", "Gateway", "TestSupport", "EventLoop"]),
     ],

@@ -2,6 +2,8 @@
 public enum MintedTokenProvider: String, Sendable, CaseIterable {
     /// `exchangeAppAttestAttestation` or `exchangeAppAttestAssertion`.
     case appAttest = "app_attest"
+    /// `exchangeAndroidKeyAttestation` or `exchangeAndroidKeyAssertion`.
+    case androidKey = "android_key"
     /// `exchangeDeviceCheckToken`.
     case deviceCheck = "device_check"
     /// `exchangeDebugToken`.

@@ -181,7 +181,7 @@ extension ConfigDecoder {
     private func decodeIssuerApp(_ node: Node, _ context: String, projectNumber: String, customTokens: Bool) -> IssuerAppSettings? {
         guard let f = fields(node, context, known: [
             "app_id", "team_id", "bundle_id", "app_attest", "device_check", "debug_secrets", "session_ttl", "limited_use_ttl",
-            "max_exchanges_per_second",
+            "max_exchanges_per_second", "android",
         ] + Self.fraudRiskAppKeys) else { return nil }
         var appId: String?
         if let v = f.value("app_id"), let text = nonEmptyString(v, "\(context).app_id") {
@@ -219,6 +219,7 @@ extension ConfigDecoder {
             app.deviceCheck = decodeDeviceCheck(v, "\(context).device_check")
             requireApple(f, "device_check", "\(context).device_check")
         }
+        if let v = f.value("android") { app.android = decodeAndroid(v, "\(context).android") }
         if let v = f.value("debug_secrets"), let items = list(v, "\(context).debug_secrets") {
             for (i, item) in items.enumerated() {
                 guard let secret = string(item, "\(context).debug_secrets[\(i)]") else { continue }
@@ -242,8 +243,8 @@ extension ConfigDecoder {
         }
         decodeFraudRisk(f, context, into: &app)
         if appId != nil, !customTokens, app.methods.isEmpty, f.value("app_attest") == nil, f.value("device_check") == nil,
-           f.value("debug_secrets") == nil {
-            error(f.position, "\(context) enables no method: add app_attest, device_check, debug_secrets or custom_token_issuers")
+           f.value("debug_secrets") == nil, f.value("android") == nil {
+            error(f.position, "\(context) enables no method: add app_attest, android, device_check, debug_secrets or custom_token_issuers")
         }
         return appId == nil ? nil : app
     }

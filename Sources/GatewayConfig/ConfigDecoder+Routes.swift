@@ -145,7 +145,7 @@ extension ConfigDecoder {
     }
 
     /// The `provider` claim values a route may list (`unspecified`: a token without the claim, as Firebase's).
-    static let providerNames = ["app_attest", "device_check", "play_integrity", "recaptcha_v3", "recaptcha_enterprise",
+    static let providerNames = ["app_attest", "android_key", "device_check", "play_integrity", "recaptcha_v3", "recaptcha_enterprise",
                                 "debug", "custom", "unspecified"]
 
     /// `providers: [app_attest, …]` (docs/configuration.md step 7): admit only tokens whose `provider` claim is listed.

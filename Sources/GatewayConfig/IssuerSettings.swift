@@ -78,6 +78,8 @@ public struct IssuerAppSettings: Sendable {
     public var bundleId: String?
     public var appAttest: AppAttestAppSettings?
     public var deviceCheck: DeviceCheckAppSettings?
+    /// Android Key Attestation (`android:`); nil when not enabled.
+    public var android: AndroidAppSettings?
     /// Secrets accepted by `exchangeDebugToken`, each at least 22 characters (128 bits as base64). Never logged.
     public var debugSecrets: [String] = []
     /// Per-app overrides of the issuer's TTLs.
@@ -103,6 +105,9 @@ public struct IssuerAppSettings: Sendable {
         var methods: [String] = []
         if appAttest != nil {
             methods += ["generateAppAttestChallenge", "exchangeAppAttestAttestation", "exchangeAppAttestAssertion"]
+        }
+        if android != nil {
+            methods += ["generateAndroidKeyChallenge", "exchangeAndroidKeyAttestation", "exchangeAndroidKeyAssertion"]
         }
         if deviceCheck != nil { methods.append("exchangeDeviceCheckToken") }
         if !debugSecrets.isEmpty { methods.append("exchangeDebugToken") }

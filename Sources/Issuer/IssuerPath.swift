@@ -74,15 +74,19 @@ public enum IssuerMethod: String, Sendable, CaseIterable {
     case exchangeDeviceCheckToken
     case exchangeDebugToken
     case exchangeCustomToken
+    case generateAndroidKeyChallenge
+    case exchangeAndroidKeyAttestation
+    case exchangeAndroidKeyAssertion
 
     /// The `provider` claim of the tokens this method mints; nil for the challenge.
     public var provider: String? {
         switch self {
-        case .generateAppAttestChallenge: nil
+        case .generateAppAttestChallenge, .generateAndroidKeyChallenge: nil
         case .exchangeAppAttestAttestation, .exchangeAppAttestAssertion: "app_attest"
         case .exchangeDeviceCheckToken: "device_check"
         case .exchangeDebugToken: "debug"
         case .exchangeCustomToken: "custom"
+        case .exchangeAndroidKeyAttestation, .exchangeAndroidKeyAssertion: "android_key"
         }
     }
 }

@@ -47,6 +47,8 @@ public final class IssuerService: Sendable {
     public let riskRefresher: RiskRefresher?
     /// The risk histogram, refusals for risk and keys per metric bucket (RiskMetrics.swift).
     package let riskMetrics: RiskMetrics
+    /// Verifiers, policies and status lists of the apps with `android` (IssuerService+Android.swift).
+    let androidApps: AndroidKeyApps
     /// One DeviceCheck client per app with `device_check`.
     private let deviceCheck: [String: DeviceCheckClient]
     /// The backends of `custom_token_issuers`.
@@ -87,6 +89,7 @@ public final class IssuerService: Sendable {
             verifiers[app.appId] = try AppAttestVerifier(rootCertificatePEM: pem)
         }
         self.verifiers = verifiers
+        androidApps = try AndroidKeyApps(settings: settings)
         let receiptVerifiers = try Self.receiptVerifiers(settings)
         self.receiptVerifiers = receiptVerifiers
         let riskMetrics = RiskMetrics(apps: settings.apps.filter { $0.appAttest != nil }.map(\.appId))
@@ -216,8 +219,8 @@ public final class IssuerService: Sendable {
         let json = try IssuerJSON(body: body)
 
         switch method {
-        case .generateAppAttestChallenge:
-            return try await challenge(app, client: client)
+        case .generateAppAttestChallenge, .generateAndroidKeyChallenge:
+            return try await challenge(app, client: client, method: method)
         case .exchangeDebugToken:
             let presented = try json.string("debug_token")
             let limitedUse = try json.limitedUse()
@@ -232,6 +235,10 @@ public final class IssuerService: Sendable {
             return try await assertion(app, json)
         case .exchangeDeviceCheckToken:
             return try await deviceCheckToken(app, json)
+        case .exchangeAndroidKeyAttestation:
+            return try await androidAttestation(app, json)
+        case .exchangeAndroidKeyAssertion:
+            return try await androidAssertion(app, json)
         case .exchangeCustomToken:
             let token = try json.string("custom_token")
             let limitedUse = try json.limitedUse()
@@ -282,7 +289,7 @@ public final class IssuerService: Sendable {
     /// `generateAppAttestChallenge`: 32 random bytes, single use, bound to the app, `challenge_ttl`.
     /// `client` holds at most `max_challenges_per_address` outstanding challenges (in every store), so one address
     /// cannot fill the store's capacity for everyone.
-    private func challenge(_ app: IssuerAppSettings, client: String) async throws(IssuerError) -> IssuerOutcome {
+    private func challenge(_ app: IssuerAppSettings, client: String, method: IssuerMethod) async throws(IssuerError) -> IssuerOutcome {
         var generator = SystemRandomNumberGenerator()
         let challenge = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let now = clock()
@@ -300,8 +307,7 @@ public final class IssuerService: Sendable {
         case .storeFull: throw .unavailable("challenge_store_full")
         }
         return IssuerOutcome(status: 200, body: IssuerResponse.challenge(challenge, ttl: Int(settings.challengeTTL)),
-                             appId: app.appId, method: IssuerMethod.generateAppAttestChallenge.rawValue,
-                             result: "challenge", rule: "")
+                             appId: app.appId, method: method.rawValue, result: "challenge", rule: "")
     }
 
     /// `exchangeAppAttestAttestation` (docs/issuer.md): the challenge is used up first, then the attestation is
@@ -357,7 +363,8 @@ public final class IssuerService: Sendable {
         }
         let stored: AttestedKey?
         do { stored = try await state.key(artifact, appId: app.appId) } catch { throw .unavailable("state_unavailable") }
-        guard let stored else { throw .permissionDenied("unknown_artifact") }
+        // An Android key (same store) never passes as an App Attest key.
+        guard let stored, stored.environment != AndroidKeyApps.environment else { throw .permissionDenied("unknown_artifact") }
         guard let publicKey = AppAttestPublicKey(uncompressedPoint: stored.publicKey) else {
             throw .permissionDenied(AppAttestRule.storedKey.rawValue)
         }
@@ -383,7 +390,7 @@ public final class IssuerService: Sendable {
     }
 
     /// Takes the challenge (single use, bound to the app, within `challenge_ttl`) or refuses.
-    private func useChallenge(_ challenge: [UInt8], _ app: IssuerAppSettings) async throws(IssuerError) {
+    func useChallenge(_ challenge: [UInt8], _ app: IssuerAppSettings) async throws(IssuerError) {
         let valid: Bool
         do { valid = try await state.takeChallenge(challenge, appId: app.appId, now: clock()) } catch {
             throw .unavailable("state_unavailable")
@@ -403,7 +410,7 @@ public final class IssuerService: Sendable {
         Int(limitedUse ? (app.limitedUseTTL ?? settings.limitedUseTTL) : (app.sessionTTL ?? settings.sessionTTL))
     }
 
-    private func mintOutcome(_ app: IssuerAppSettings, method: IssuerMethod, limitedUse: Bool,
+    func mintOutcome(_ app: IssuerAppSettings, method: IssuerMethod, limitedUse: Bool,
                              risk: Int? = nil) throws(IssuerError) -> IssuerOutcome {
         let ttl = ttl(app, limitedUse: limitedUse)
         let token = try mint(app, provider: method.provider ?? "unspecified", ttl: ttl, risk: risk)

@@ -133,6 +133,9 @@ struct Demo: ParsableCommand {
     static let appId = "1:123456789012:ios:0123456789abcdef"
     static let teamId = "DEMOTEAM01"
     static let bundleId = "com.example.demo"
+    /// The simulated Android phone's app (Config/demo.yaml's android app): its App ID and signing certificate digest.
+    static let androidAppId = "1:123456789012:android:0123456789abcdef"
+    static let androidSigningDigest = [UInt8](repeating: 0xD1, count: 32)
 
     func run() throws {
         GatewayServer.blockSignals()
@@ -142,6 +145,7 @@ struct Demo: ParsableCommand {
         let key: RSAPrivateKey
         let kid: String
         let phone: DemoIPhone
+        let android: DemoAndroidPhone
         let apple: DemoAppleDataServer
         do {
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -166,6 +170,10 @@ struct Demo: ParsableCommand {
             try ES256PrivateKey.generate().pemRepresentation()
                 .write(to: dir.appendingPathComponent("devicecheck.p8"), atomically: true, encoding: .utf8)
             apple = try DemoAppleDataServer(receiptCA: phone.receiptCA, riskMetric: Self.demoRiskMetric)
+            // The simulated Android phone: its test attestation root, and an empty status list in place of Google's.
+            android = try DemoAndroidPhone(packageName: Self.bundleId, signingCertificateDigest: Self.androidSigningDigest)
+            try android.ca.rootPEM.write(to: dir.appendingPathComponent("android-root.pem"), atomically: true, encoding: .utf8)
+            try #"{"entries":{}}"#.write(to: dir.appendingPathComponent("android-status.json"), atomically: true, encoding: .utf8)
         } catch {
             printError("appcheck-gateway: demo: \(error)")
             throw ExitCode(1)
@@ -178,6 +186,8 @@ struct Demo: ParsableCommand {
         env["DEMO_RECEIPT_ROOT"] = dir.appendingPathComponent("receipt-root.pem").path
         env["DEMO_DEVICECHECK_KEY"] = dir.appendingPathComponent("devicecheck.p8").path
         env["DEMO_APPLE_DATA_URL"] = apple.url
+        env["DEMO_ANDROID_ROOT"] = dir.appendingPathComponent("android-root.pem").path
+        env["DEMO_ANDROID_STATUS"] = "file://" + dir.appendingPathComponent("android-status.json").path
         // Nothing is read relative to the working directory: the built-in configuration is served from the
         // demo's own directory unless --config names a file.
         let configPath = config ?? dir.appendingPathComponent("demo.yaml").path
@@ -250,6 +260,22 @@ struct Demo: ParsableCommand {
                 """
             } catch {
                 device = "\n6. The simulated iPhone could not attest: \(error)\n"
+            }
+            let androidMethods = "/appcheck/v1/projects/\(Self.projectNumber)/apps/\(Self.androidAppId)"
+            do {
+                _ = try android.attest(port: port, methodBase: androidMethods)
+                let asserted = try android.assert(port: port, methodBase: androidMethods, limitedUse: false)
+                device += """
+
+                10. Beside the iPhone, a simulated Android phone (no Play services: Android Key Attestation with a test
+                    CA made just now, trusted by android.root_ca_file; an empty local status list) attested a Keystore key
+                    through POST \(androidMethods):exchangeAndroidKeyAttestation, then signed a challenge
+                    (exchangeAndroidKeyAssertion) for this session token, provider "android_key":
+                curl -i -H 'X-Firebase-AppCheck: \(asserted)' http://\(gw)/api/orders
+
+                """
+            } catch {
+                device += "\n10. The simulated Android phone could not attest: \(error)\n"
             }
         }
         print("""

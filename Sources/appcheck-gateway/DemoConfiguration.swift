@@ -57,6 +57,12 @@ enum DemoConfiguration {
             api_url: "${DEMO_APPLE_DATA_URL}"   # the stand-in answers only attestationData (DeviceCheck tokens get 503)
           max_risk_metric: 20             # assertions from devices past 20 attestations in 30 days are refused
           debug_secrets: ["demo-debug-secret-change-me"]
+        - app_id: "1:123456789012:android:0123456789abcdef"   # a simulated Android phone: Key Attestation, no Play services
+          android:
+            package_name: com.example.demo
+            signing_cert_sha256: ["d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1"]   # the demo's; yours: Play Console
+            root_ca_file: "${DEMO_ANDROID_ROOT:-}"        # the demo's test CA; empty or omitted: Google's real roots
+            revocation_url: "${DEMO_ANDROID_STATUS:-}"    # a local copy; empty or omitted: Google's status list
 
     upstreams:
       sample:

@@ -22,6 +22,15 @@ extension ConfigErrorTable {
 
     static let secret = "      debug_secrets: [\"0123456789abcdef0123456\"]\n"
 
+    /// A SHA-256 signing-certificate digest in hex, and the two required `android` keys (lines 7–8).
+    static let digest = String(repeating: "ab", count: 32)
+    static let androidBase = "        package_name: com.example.app\n        signing_cert_sha256: [\"\(digest)\"]\n"
+
+    /// An Android app: app_id (5), `android:` (6), then `more` from line 7.
+    static func androidApp(_ more: String) -> String {
+        app(id: "1:123456789012:android:0a1b", "      android:\n" + more)
+    }
+
     static let issuer: [ConfigErrorCase] = [
         bad("issuer: [a]\n" + tail, 1, 9, "expected a mapping for issuer, got a list"),
         bad(issuerSection(issuerURL + signingKeys + oneApp + "  base_path: appcheck\n"), 7, 14,
@@ -90,7 +99,7 @@ extension ConfigErrorTable {
             "issuer.apps[0].debug_secrets[0] is 5 characters long; at least 22 are required for 128 bits"),
         bad(app("      debug_secrets: [aaaaaaaaaaaaaaaaaaaaaaaaaaaa]\n"), 6, 23,
             "issuer.apps[0].debug_secrets[0] uses fewer than 8 distinct characters: a placeholder, not a secret"),
-        bad(app(""), 5, 7, "issuer.apps[0] enables no method: add app_attest, device_check, debug_secrets or custom_token_issuers"),
+        bad(app(""), 5, 7, "issuer.apps[0] enables no method: add app_attest, android, device_check, debug_secrets or custom_token_issuers"),
         // app_attest (line 8, its keys from line 9).
         bad(appleApp("      app_attest:\n        environments: [production, production]\n"), 9, 36,
             "issuer.apps[0].app_attest.environments lists production twice"),
@@ -114,6 +123,33 @@ extension ConfigErrorTable {
             "missing required key 'private_key' in issuer.apps[0].device_check (the AuthKey_<key_id>.p8 file)"),
         bad(appleApp("      device_check:\n        key_id: ABCDE12345\n        private_key: ${D}/ec.key\n        api_url: https://x/\n"), 11, 18,
             "invalid issuer.apps[0].device_check.api_url 'https://x/': expected https://host[:port] without a trailing '/'"),
+        // android (line 6, its keys from line 7).
+        bad(androidApp("        signing_cert_sha256: [\"\(digest)\"]\n"), 7, 9,
+            "missing required key 'package_name' in issuer.apps[0].android"),
+        bad(androidApp("        package_name: com.example.app\n"), 7, 9,
+            "missing required key 'signing_cert_sha256' in issuer.apps[0].android (the SHA-256 of the app's signing certificate"),
+        bad(androidApp("        package_name: com\n        signing_cert_sha256: [\"\(digest)\"]\n"), 7, 23,
+            "invalid issuer.apps[0].android.package_name 'com': expected an Android package name such as com.example.app"),
+        bad(androidApp("        package_name: com.1example\n        signing_cert_sha256: [\"\(digest)\"]\n"), 7, 23,
+            "invalid issuer.apps[0].android.package_name 'com.1example'"),
+        bad(androidApp("        package_name: com.example.app\n        signing_cert_sha256: [abc]\n"), 8, 31,
+            "invalid issuer.apps[0].android.signing_cert_sha256[0] 'abc': expected the SHA-256 of a signing certificate, 64 hex digits (colons allowed"),
+        bad(androidApp("        package_name: com.example.app\n        signing_cert_sha256: [\"\(digest)\", \"\(digest.uppercased())\"]\n"), 8, 99,
+            "issuer.apps[0].android.signing_cert_sha256 lists"),
+        bad(androidApp("        package_name: com.example.app\n        signing_cert_sha256: []\n"), 8, 30,
+            "issuer.apps[0].android.signing_cert_sha256 must list at least one SHA-256 digest"),
+        bad(androidApp(androidBase + "        min_patch_level: 2026-13\n"), 9, 26,
+            "invalid issuer.apps[0].android.min_patch_level '2026-13': expected a year and month such as 2026-01 (or 202601)"),
+        bad(androidApp(androidBase + "        require_strongbox: maybe\n"), 9, 28,
+            "invalid value 'maybe' for issuer.apps[0].android.require_strongbox: expected true or false"),
+        bad(androidApp(androidBase + "        revocation_url: ftp://x\n"), 9, 25,
+            "invalid issuer.apps[0].android.revocation_url 'ftp://x': expected an https://, http:// or file:/// URL"),
+        bad(androidApp(androidBase + "        root_ca_file: ${D}/not-pem.txt\n"), 9, 23,
+            "not-pem.txt': not a PEM certificate (-----BEGIN CERTIFICATE-----)"),
+        bad(androidApp(androidBase + "        root_ca_file: /no/such/roots.pem\n"), 9, 23,
+            "issuer.apps[0].android.root_ca_file '/no/such/roots.pem' does not exist"),
+        bad(androidApp(androidBase + "        package: x\n"), 9, 9,
+            "unknown key 'package' in issuer.apps[0].android (known keys: package_name, signing_cert_sha256,"),
         // Fraud risk.
         bad(app(secret + "      require_risk_metric: true\n"), 7, 28,
             "issuer.apps[0].require_risk_metric needs max_risk_metric above 0 in the same app"),

@@ -36,7 +36,7 @@ extension ConfigErrorTable {
         bad(route("    enforcement: off\n    providers: [debug]\n"), 11, 16,
             "route 'a' providers has no effect with enforcement: off (no token is examined)"),
         bad(route("    providers: [apple]\n"), 10, 17,
-            "invalid provider 'apple' in route 'a' providers: expected app_attest, device_check, play_integrity, recaptcha_v3, recaptcha_enterprise, debug, custom or unspecified"),
+            "invalid provider 'apple' in route 'a' providers: expected app_attest, android_key, device_check, play_integrity, recaptcha_v3, recaptcha_enterprise, debug, custom or unspecified"),
         bad(route("    providers: [debug, debug]\n"), 10, 24, "route 'a' providers lists debug twice"),
         // Shadowing: a route an earlier one covers can never match.
         bad(route("  - name: b\n    prefix: /x\n    upstream: api\n"), 11, 13,

@@ -263,7 +263,7 @@ import Testing
         #expect(settings.routes[0].providers == ["app_attest", "device_check"])
         #expect(try load(Self.base).get().routes[0].providers.isEmpty)
         #expect(messages(Self.base + "\n    providers: [app_atest]") == [
-            "10:17: invalid provider 'app_atest' in route 'all' providers: expected app_attest, device_check, play_integrity, recaptcha_v3, recaptcha_enterprise, debug, custom or unspecified",
+            "10:17: invalid provider 'app_atest' in route 'all' providers: expected app_attest, android_key, device_check, play_integrity, recaptcha_v3, recaptcha_enterprise, debug, custom or unspecified",
         ])
         #expect(messages(Self.base + "\n    providers: [debug, debug]") == ["10:24: route 'all' providers lists debug twice"])
         #expect(messages(Self.base + "\n    enforcement: off\n    providers: [debug]") == [
