@@ -71,6 +71,7 @@ public final class GatewayServer: @unchecked Sendable {
         CSystemShims_ignore_sigpipe()
         let settings = self.settings
         let runtime = try Runtime(settings: settings, generation: 0)
+        for warning in settings.warnings { logSink.warning(warning) }
         if let issuerSettings = settings.issuer {
             for warning in issuerSettings.warnings(allowedAppIds: settings.appCheck.appIds) {
                 logSink.warning(String(warning.dropFirst("warning: ".count)))
@@ -199,6 +200,7 @@ public final class GatewayServer: @unchecked Sendable {
             }
         }
         logSink.info("configuration reloaded", [("routes", .int(new.routes.count)), ("file", .string(new.sourcePath))])
+        for warning in new.warnings { logSink.warning(warning) }
     }
 
     /// Stops accepting, lets in-flight requests finish for up to `grace` seconds, then closes everything
