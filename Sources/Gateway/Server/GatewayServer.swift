@@ -80,6 +80,7 @@ public final class GatewayServer: @unchecked Sendable {
                                                   projectId: settings.appCheck.projectId, jwks: settings.appCheck.jwks,
                                                   clockSkew: settings.appCheck.clockSkew, logSink: logSink)
             issuer = service
+            dashboard.ownIssuerKids.withLock { $0 = service.keys.published.map(\.kid) }
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
             dashboard.issuerExchanges.withLock { $0 = { now in metrics.exchanges(at: now) } }
