@@ -6,8 +6,11 @@
       each document's shape, names that refer to each other (selectors, Service ports, ConfigMap, Secret and claim
       names, volume mounts), the gateway's configuration inside the ConfigMap (Redis for the replay store and the
       issuer's state, a Redis host that is a Service here, key files that the Secret provides, probes on its
-      admin port), two non-root replicas with a read-only root filesystem, resources, and a termination grace
-      period longer than the preStop sleep plus shutdown_grace. Prints `kube manifests: ok (...)` or every
+      admin port), two non-root replicas with a read-only root filesystem spread over nodes, a PodDisruptionBudget,
+      NetworkPolicies (admin port for one namespace, Redis for the gateway only), Redis with a password shared with
+      the gateway's redis:// URLs, no Secret among the applied files (they are in secret.yaml.example, which
+      `kubectl apply -f DIR` skips), `trusted_proxies` a numbered step of DIR/README.md, resources, and a
+      termination grace period longer than the preStop sleep plus shutdown_grace. Prints `kube manifests: ok (...)` or every
       problem, one a line, and exits 1.
 
   kube-manifests.py render DIR OUT --prefix P --image I --redis-image R [--redis-user U:G]
@@ -15,12 +18,15 @@
       Writes OUT/redis.yaml (without --redis-ip) or OUT/gateway.yaml (with it) for `podman kube play`: every name
       prefixed with P (so runs do not collide), the images replaced, Services left out (Podman has none), and in
       the gateway's configuration only the key-set URL (a file in the Secret) and the upstream changed; the
-      Service name `redis` is resolved by a hostAliases entry to the Redis pod's IP. Where Podman 4.3 differs
+      Service name `redis` is resolved by a hostAliases entry to the Redis pod's IP; the Secrets of
+      secret.yaml.example are replaced by this run's key (a ConfigMap) and a password derived from P (env values).
+      PodDisruptionBudgets and NetworkPolicies are left out, topology spread removed. Where Podman 4.3 differs
       from Kubernetes, the rendering works around it (see the comments below and deploy/kubernetes/README.md).
 """
 import argparse
 import copy
 import glob
+import hashlib
 import os
 import re
 import sys
@@ -31,9 +37,13 @@ CONFIG_DIR = "/etc/appcheck-gateway/config"
 KEYS_DIR = "/etc/appcheck-gateway/keys"
 
 
-def load(directory):
+def load(directory, examples=False):
+    """Every document of the applied files (*.yaml); with examples, also of *.yaml.example (the Secrets)."""
     docs = []
-    for path in sorted(glob.glob(os.path.join(directory, "*.yaml"))):
+    paths = sorted(glob.glob(os.path.join(directory, "*.yaml")))
+    if examples:
+        paths += sorted(glob.glob(os.path.join(directory, "*.yaml.example")))
+    for path in paths:
         with open(path) as f:
             for doc in yaml.safe_load_all(f):
                 if doc is not None:
@@ -59,11 +69,35 @@ def gateway_parts(docs):
     return None, None
 
 
+def labels_match(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def secret_env(container):
+    """{env name: (Secret name, key)} of a container's values from Secrets."""
+    out = {}
+    for e in container.get("env", []):
+        ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+        if ref:
+            out[e["name"]] = (ref["name"], ref["key"])
+    return out
+
+
+def has_secret_key(by_kind, name, key):
+    o = by_kind.get("Secret", {}).get(name, {})
+    return key in (o.get("data") or {}) or key in (o.get("stringData") or {})
+
+
 def check(directory):
-    docs = load(directory)
+    applied = load(directory)
+    docs = load(directory, examples=True)
     problems = []
     bad = problems.append
+    applied_secrets = [f"{file}: Secret {(d.get('metadata') or {}).get('name')} is in an applied file: `kubectl apply -f "
+                       f"{directory}` would overwrite the real one with it (keep Secrets in secret.yaml.example)"
+                       for file, d in applied if d.get("kind") == "Secret"]
     by_kind = {}
+    problems += applied_secrets
     for file, d in docs:
         for key in ("apiVersion", "kind", "metadata"):
             if key not in d:
@@ -75,7 +109,7 @@ def check(directory):
     for kind in ("ConfigMap", "Secret", "Deployment", "Service", "PersistentVolumeClaim"):
         if kind not in by_kind:
             bad(f"no {kind}")
-    if problems:
+    if len(problems) > len(applied_secrets):
         return problems
 
     # Every Deployment: selector, pod security, resources, volumes.
@@ -113,6 +147,9 @@ def check(directory):
             for m in c.get("volumeMounts", []):
                 if m["name"] not in volumes:
                     bad(f"Deployment {name}: container {c['name']} mounts {m['name']}, which is not a volume")
+            for env, (secret, key) in secret_env(c).items():
+                if not has_secret_key(by_kind, secret, key):
+                    bad(f"Deployment {name}: container {c['name']}: env {env} names {secret}/{key}, not a Secret key here")
 
     # Services select a Deployment's pods and name ports they have.
     for name, s in by_kind["Service"].items():
@@ -133,6 +170,22 @@ def check(directory):
     if dep is None:
         return problems + ["no Deployment whose container runs `serve`"]
     pod = dep["spec"]["template"]["spec"]
+    pod_labels = dep["spec"]["template"]["metadata"].get("labels", {})
+
+    # Two replicas on two nodes, and one kept through voluntary disruptions.
+    spread = [t for t in pod.get("topologySpreadConstraints", [])
+              if t.get("topologyKey") == "kubernetes.io/hostname" and t.get("maxSkew") == 1
+              and labels_match((t.get("labelSelector") or {}).get("matchLabels"), pod_labels)]
+    if not spread:
+        bad("the gateway pods have no topologySpreadConstraints over kubernetes.io/hostname (maxSkew 1) selecting them")
+    budgets = [b for b in by_kind.get("PodDisruptionBudget", {}).values()
+               if labels_match(b["spec"].get("selector", {}).get("matchLabels"), pod_labels)]
+    if not budgets:
+        bad("no PodDisruptionBudget selects the gateway pods")
+    for b in budgets:
+        spec = b["spec"]
+        if not (spec.get("minAvailable") == 1 or spec.get("maxUnavailable") == 1):
+            bad(f"PodDisruptionBudget {b['metadata']['name']}: with two replicas, minAvailable or maxUnavailable must be 1")
     if dep["spec"].get("replicas") != 2:
         bad("the gateway Deployment does not ask for two replicas")
     args = c["args"]
@@ -154,6 +207,8 @@ def check(directory):
         return None
 
     def has_key(kind, obj, key):
+        if kind == "Secret":
+            return has_secret_key(by_kind, obj, key)
         o = by_kind[kind].get(obj, {})
         return key in (o.get("data") or {}) or key in (o.get("stringData") or {})
 
@@ -168,6 +223,33 @@ def check(directory):
     admin_port = int(config["server"]["admin_listen"].rsplit(":", 1)[1])
     if not config["server"]["admin_listen"].startswith("0.0.0.0:"):
         bad("admin_listen must bind 0.0.0.0 inside the pod, or the kubelet's probes cannot reach it")
+    public_ports = {int(x.rsplit(":", 1)[1]) for x in config["server"]["listen"]}
+
+    # NetworkPolicies: bound to 0.0.0.0 for the probes (the node is always admitted), the admin port is reachable
+    # only from where a rule with `from` says; the public port from anywhere; Redis from the gateway pods only.
+    policies = by_kind.get("NetworkPolicy", {}).values()
+
+    def rules_for(labels):
+        chosen = [p for p in policies if labels_match(p["spec"].get("podSelector", {}).get("matchLabels"), labels)
+                  and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])]
+        return chosen, [r for p in chosen for r in p["spec"].get("ingress", [])]
+
+    def admits(rule, port):
+        ports = rule.get("ports")
+        return ports is None or any(p.get("port") == port for p in ports)
+
+    chosen, rules = rules_for(pod_labels)
+    if not chosen:
+        bad("no NetworkPolicy selects the gateway pods: the admin port (0.0.0.0) is open to every pod")
+    else:
+        for r in rules:
+            if admits(r, admin_port) and not r.get("from"):
+                bad(f"a NetworkPolicy admits the admin port {admin_port} from anywhere")
+        if not any(admits(r, admin_port) for r in rules):
+            bad(f"no NetworkPolicy rule admits the admin port {admin_port} (Prometheus could not scrape it)")
+        for port in public_ports:
+            if not any(admits(r, port) for r in rules):
+                bad(f"no NetworkPolicy rule admits the public port {port}")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = c.get(probe, {}).get("httpGet", {})
         if get.get("path") != path or get.get("port") not in (admin_port, "admin"):
@@ -195,6 +277,44 @@ def check(directory):
         elif m.group(1) not in services:
             bad(f"{what}: host {m.group(1)} is no Service of this folder")
 
+    # Redis: a password (requirepass from a Secret) that the gateway's URLs carry, from the same Secret key.
+    redis_dep = next((d for d in by_kind["Deployment"].values()
+                      if any("redis-server" in (k.get("args") or []) + (k.get("command") or [])
+                             for k in d["spec"]["template"]["spec"]["containers"])), None)
+    if redis_dep is None:
+        bad("no Deployment runs redis-server")
+    else:
+        rc = next(k for k in redis_dep["spec"]["template"]["spec"]["containers"]
+                  if "redis-server" in (k.get("args") or []) + (k.get("command") or []))
+        rargs = (rc.get("command") or []) + (rc.get("args") or [])
+        pw = rargs[rargs.index("--requirepass") + 1] if "--requirepass" in rargs[:-1] else None
+        m = re.fullmatch(r"\$\((\w+)\)", pw or "")
+        redis_secret = secret_env(rc).get(m.group(1)) if m else None
+        if not redis_secret:
+            bad("Redis runs without --requirepass $(VAR) from a Secret")
+        rlabels = redis_dep["spec"]["template"]["metadata"].get("labels", {})
+        rchosen, rrules = rules_for(rlabels)
+        if not rchosen:
+            bad("no NetworkPolicy selects the Redis pods")
+        for r in rrules:
+            if not r.get("from") or not all(labels_match((f.get("podSelector") or {}).get("matchLabels"), pod_labels)
+                                            and "namespaceSelector" not in f for f in r["from"]):
+                bad("a NetworkPolicy admits Redis from something other than the gateway pods")
+        genv = secret_env(c)
+        for what, url in (("replay.redis_url", config.get("replay", {}).get("redis_url")),
+                          ("issuer.state.redis_url", ((config.get("issuer") or {}).get("state") or {}).get("redis_url"))):
+            if url is None or redis_secret is None:
+                continue
+            u = re.match(r"rediss?://[^@/]*:\$\{(\w+)\}@", url)
+            if not u or genv.get(u.group(1)) != redis_secret:
+                bad(f"{what} does not carry Redis's password (${{VAR}} from the Secret key {redis_secret[0]}/{redis_secret[1]})")
+
+    # trusted_proxies is a step of the README, not a footnote.
+    readme = os.path.join(directory, "README.md")
+    steps = re.split(r"\n(?=\d+\. )", open(readme).read()) if os.path.exists(readme) else []
+    if not any(re.match(r"\d+\. ", st) and "trusted_proxies" in st and "configmap.yaml" in st for st in steps):
+        bad("README.md has no numbered step that sets trusted_proxies in configmap.yaml")
+
     if config.get("replay", {}).get("store") != "redis":
         bad("replay.store is not redis: two replicas would not share consumed tokens")
     redis_host_ok("replay.redis_url", config.get("replay", {}).get("redis_url"))
@@ -215,14 +335,21 @@ def check(directory):
             bad(f"{path} is not a writable emptyDir (the root filesystem is read-only)")
 
     if not problems:
-        print(f"kube manifests: ok ({len(docs)} objects; gateway: 2 replicas, grace {tgps}s > "
-              f"{pre_stop}s + {grace:g}s, probes on :{admin_port}, replay and issuer state in Redis)")
+        print(f"kube manifests: ok ({len(docs)} objects; gateway: 2 replicas spread over nodes, a disruption budget, "
+              f"grace {tgps}s > {pre_stop}s + {grace:g}s, probes on :{admin_port}, admin port and Redis behind "
+              f"NetworkPolicies, replay and issuer state in Redis with a password, Secrets only in the example)")
     return problems
 
 
 def render(a):
-    docs = [copy.deepcopy(d) for _, d in load(a.dir)]
+    docs = [copy.deepcopy(d) for _, d in load(a.dir, examples=True)]
     names = {d["metadata"]["name"] for d in docs}
+    mounted_secrets = {v["secret"]["secretName"] for d in docs if d["kind"] == "Deployment"
+                       for v in d["spec"]["template"]["spec"].get("volumes", []) if "secret" in v}
+
+    def secret_value(name, key):
+        # This run's stand-in for a Secret value read into env (the Redis password): hex, the same in both renders.
+        return hashlib.sha256(f"{a.prefix}/{name}/{key}".encode()).hexdigest()[:32]
 
     def rename(n):
         return f"{a.prefix}-{n}" if n in names else n
@@ -230,8 +357,10 @@ def render(a):
     out = []
     for d in docs:
         kind = d["kind"]
-        if kind == "Service":
+        if kind in ("Service", "PodDisruptionBudget", "NetworkPolicy"):
             continue
+        if kind == "Secret" and d["metadata"]["name"] not in mounted_secrets:
+            continue  # read into env only: its values are written into the containers below
         d["metadata"]["name"] = rename(d["metadata"]["name"])
         if kind == "Deployment":
             pod = d["spec"]["template"]["spec"]
@@ -250,7 +379,21 @@ def render(a):
                     for m in (m for c in pod["containers"] for m in c.get("volumeMounts", []) if m["name"] == v["name"]):
                         m["name"] = f"{a.prefix}-{v['name']}"
                     v["name"] = f"{a.prefix}-{v['name']}"
+            # One machine: nothing to spread over.
+            pod.pop("topologySpreadConstraints", None)
             for c in pod["containers"]:
+                # Podman 4.3 (its kube play has no Secrets of its own here): a value from a Secret becomes the value,
+                # and $(VAR) in the arguments is expanded as the kubelet would.
+                env = {}
+                for e in c.get("env", []):
+                    ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+                    if ref:
+                        e.pop("valueFrom")
+                        e["value"] = secret_value(ref["name"], ref["key"])
+                    env[e["name"]] = e.get("value", "")
+                for part in ("command", "args"):
+                    if c.get(part):
+                        c[part] = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), x) for x in c[part]]
                 # Podman 4.3 publishes every containerPort on the host, on all addresses, at the same number
                 # (the second replica then fails to start). Kubernetes reads them as information only.
                 c.pop("ports", None)

@@ -36,8 +36,15 @@ public struct AppAttestVerifier: Sendable {
         }
         guard fmt == "apple-appattest" else { throw AppAttestFailure(.format, "fmt is not apple-appattest") }
         guard let statement = map[text: "attStmt"]?.mapValue, let x5c = statement[text: "x5c"]?.arrayValue,
-              let receipt = statement[text: "receipt"]?.bytesValue, let authDataBytes = map[text: "authData"]?.bytesValue else {
-            throw AppAttestFailure(.malformed, "attestation lacks attStmt.x5c, attStmt.receipt or authData of the right types")
+              let authDataBytes = map[text: "authData"]?.bytesValue else {
+            throw AppAttestFailure(.malformed, "attestation lacks attStmt.x5c or authData of the right types")
+        }
+        // An absent receipt is an empty one (docs/issuer.md, Fraud risk): the receipt feeds only the risk metric, so
+        // either is accepted, kept as none and logged `receipt_missing`; a receipt of the wrong type is malformed.
+        var receipt: [UInt8] = []
+        if let value = statement[text: "receipt"] {
+            guard let bytes = value.bytesValue else { throw AppAttestFailure(.malformed, "attStmt.receipt is not a byte string") }
+            receipt = bytes
         }
         guard receipt.count <= Self.maxReceiptLength else { throw AppAttestFailure(.malformed, "receipt too large") }
         let certificates = x5c.compactMap(\.bytesValue)

@@ -31,6 +31,8 @@ public final class SimulatedAppAttestDevice: @unchecked Sendable {
         public var leafValidity: ClosedRange<Int64> = -60...(3 * 86_400)
         /// `attStmt.receipt` as given (`nil`: signed by the device's receipt CA, or a placeholder without one).
         public var receipt: [UInt8]? = nil
+        /// Leaves `attStmt.receipt` out altogether (Apple always sends one).
+        public var omitReceipt = false
         /// Changes to the receipt's fields before the receipt CA signs them.
         public var receiptFields: (@Sendable (inout SimulatedReceiptCA.Fields) -> Void)? = nil
         /// Makes default (valid) options.
@@ -99,8 +101,9 @@ public final class SimulatedAppAttestDevice: @unchecked Sendable {
             options.receiptFields?(&fields)
             receipt = try receiptCA.receipt(fields)
         }
-        let statement = CBORMap([(.text("x5c"), .array(certificates.map { .bytes($0) })),
-                                 (.text("receipt"), .bytes(receipt))])
+        var pairs: [(CBORKey, CBORValue)] = [(.text("x5c"), .array(certificates.map { .bytes($0) }))]
+        if !options.omitReceipt { pairs.append((.text("receipt"), .bytes(receipt))) }
+        let statement = CBORMap(pairs)
         return CBORWriter.encode(.map(CBORMap([(.text("fmt"), .text(options.format)), (.text("attStmt"), .map(statement)),
                                                (.text("authData"), .bytes(authData))])))
     }

@@ -69,6 +69,11 @@ svg{width:100%;height:auto;display:block}
 ol,ul{margin:0;padding-left:0;list-style:none;font-size:13px}
 li{display:flex;justify-content:space-between;gap:8px;border-bottom:1px dotted var(--line);padding:2px 0}
 li span:first-child{overflow-wrap:anywhere}
+ul.apps li{flex-wrap:wrap}
+ul.apps li span:first-child{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:100%}
+#issuer-risk{grid-column:1/-1}
+.app-id{white-space:nowrap}
+.muted{color:var(--muted)}
 .empty{color:var(--muted);font-size:13px}
 footer{color:var(--muted);font-size:12px;padding:8px 16px 24px;max-width:1200px;margin:0 auto}
 </style>
@@ -106,7 +111,6 @@ const fmt=n=>n.toLocaleString("en-US");
 const count=(n,one,many)=>fmt(n)+" "+(n===1?one:many);
 /* Results of the issuer that are not refusals (docs/issuer.md); every other result is a refusal, shown in red. */
 const ISSUER_OK=["minted","challenge","jwks"];
-const ISSUER_SHOWN=6;
 /* The y axis of a chart whose tallest bar is max: a step of 1, 2 or 5 × 10^k giving at most 4 steps, the top
    rounded up to a whole step, and one tick per step — distinct whole numbers, placed at their true height. */
 function yTicks(max){let step=1;while(Math.ceil(max/step)>4){const lead=String(step)[0];step=lead==="2"?step*5/2:step*2;}
@@ -115,37 +119,52 @@ const pct=x=>(x*100).toFixed(x>0&&x<0.001?3:2)+"%";
 function ago(s){if(s===null||s===undefined)return "—";if(s<120)return s+" s";if(s<7200)return Math.round(s/60)+" min";if(s<172800)return (s/3600).toFixed(1)+" h";return (s/86400).toFixed(1)+" d";}
 function time(t,withDate){const d=new Date(t*1000);const hm=d.toLocaleTimeString([], {hour:"2-digit",minute:"2-digit"});
 return withDate?d.toLocaleDateString([], {month:"short",day:"numeric"})+" "+hm:hm;}
-function pill(v){return el("span",{class:"pill "+(VCLASS[v]||"v-nodata")},v);}
+/* A verdict with its alert (docs/dashboard.md): reused tokens above 1% colour a wait as red as investigate. */
+function pill(v){const a=v.alert&&v.verdict!=="investigate";return el("span",{class:"pill "+(a?"v-investigate alert":VCLASS[v.verdict]||"v-nodata"),
+ title:a?"reused "+pct(v.reused_share)+" of requests: replays, or clients resending limited-use tokens":""},v.verdict);}
 function status(){const box=document.getElementById("status");box.replaceChildren();
 const k=data.key_set,r=data.replay_store,i=data.issuer,h=data.history;
-const ks=k.status==="ok"?el("span",{class:"ok"},"ok"):el("span",{class:"bad"},k.status);
+/* Firebase's key set: ok green, not used (app_check.jwks.url: none, a choice) neutral, anything else red; then the
+   gateway's own issuer's keys, which need no fetch. */
+const kid=String(k.own_issuer?.signs_with??"");
+const own=k.own_issuer?el("span",{class:"own-issuer"}," · own issuer: "+count(k.own_issuer.keys,"key","keys")+" (local), signs with ",
+ el("span",{class:"kid",title:kid},kid.length>12?kid.slice(0,10)+"…":kid)):null;
+if(k.status==="not used")box.append(el("div",{id:"key-set"},el("b",null,"Key set"),el("span",{class:"not-used"},"Firebase's: not used"),
+ el("span",{class:"muted"}," (jwks url: none)"),own));
+else{const ks=k.status==="ok"?el("span",{class:"ok"},"ok"):el("span",{class:"bad"},k.status);
 box.append(el("div",{id:"key-set"},el("b",null,"Key set"),ks," · ",(k.keys??0)+((k.keys===1)?" key":" keys")+" · age "+ago(k.age_seconds)+" · last fetch: ",
- el("span",{class:(k.last_fetch||"").startsWith("error")?"bad":""},k.last_fetch??"—")));
+ el("span",{class:(k.last_fetch||"").startsWith("error")?"bad":""},k.last_fetch??"—"),own));}
 const rs=r.status==="ok"?el("span",{class:"ok"},"ok"):r.status==="not configured"?el("span",null,"not configured"):el("span",{class:"bad"},r.status);
 box.append(el("div",{id:"replay-store"},el("b",null,"Replay store"+(r.store?" ("+r.store+")":"")),rs,
  r.store?" · consumed "+fmt(r.consumed)+" · reused "+fmt(r.reused)+" · errors ":"",r.store?el("span",{class:r.errors>0?"bad":""},fmt(r.errors)):null));
-const ex=(i.exchanges||[]);const more=ex.length-Math.min(ex.length,ISSUER_SHOWN);
-box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?count(ex.length,"kind of exchange","kinds of exchanges"):"not configured",
- ...ex.slice(0,ISSUER_SHOWN).map(e=>el("span",{class:ISSUER_OK.includes(e.result)?"exchange":"exchange bad","data-result":e.result}," · "+e.method+" "+e.result+": "+fmt(e[win]||0))),
- more?el("span",{class:"more"}," · "+fmt(more)+" more in /dashboard.json"):null));
+/* The issuer's exchanges in the window by result (each named once), most first; a refusal names its methods. */
+const byResult={};for(const e of (i.exchanges||[])){const n=e[win]||0;if(!n)continue;const r=byResult[e.result]??={result:e.result,n:0,methods:{}};
+r.n+=n;r.methods[e.method]=(r.methods[e.method]||0)+n;}
+const results=Object.values(byResult).sort((a,b)=>b.n-a.n||(a.result<b.result?-1:1));const exTotal=results.reduce((n,r)=>n+r.n,0);
+const methods=r=>Object.entries(r.methods).sort((a,b)=>b[1]-a[1]||(a[0]<b[0]?-1:1));
+box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?count(exTotal,"exchange","exchanges")+" in the last "+win:"not configured",
+ ...results.map(r=>{const ok=ISSUER_OK.includes(r.result);const m=methods(r);
+ return el("span",{class:ok?"exchange":"exchange bad","data-result":r.result,title:m.map(([k,v])=>k+": "+fmt(v)).join("\n")},
+ " · "+r.result+" "+fmt(r.n)+(ok?"":" ("+m.slice(0,2).map(([k,v])=>k+(m.length>1?" "+fmt(v):"")).join(", ")+(m.length>2?", …":"")+")"));})));
 /* App Attest fraud risk: per app, the keys seen in the window by the bucket of their latest metric, and refusals for risk. */
 const rk=i.risk;if(rk&&rk.apps.length)box.append(el("div",{id:"issuer-risk"},el("b",null,"Fraud risk"),...rk.apps.map(a=>{const ks=a.keys[win];
 const seen=rk.buckets.reduce((n,b)=>n+ks[b],0);const refused=Object.values(a.refusals).reduce((n,r)=>n+r[win],0);
-return el("span",{class:"risk-app","data-app":a.app_id},a.app_id+": "+count(seen,"key","keys")+" seen",
+return el("span",{class:"risk-app","data-app":a.app_id},el("span",{class:"app-id"},a.app_id),": "+count(seen,"key","keys")+" seen",
  ...rk.buckets.map((b,j)=>el("span",{class:"risk-bucket","data-bucket":b,title:b==="unknown"?"no refreshed receipt yet":b==="+Inf"?"metric above "+rk.buckets[j-1]:"metric ≤ "+b},
  " · "+(b==="unknown"?"unknown":b==="+Inf"?">"+rk.buckets[j-1]:"≤"+b)+" "+fmt(ks[b]))),
  el("span",{class:refused?"risk-refused bad":"risk-refused"}," · refused for risk "+fmt(refused)));})));
 box.append(el("div",{id:"history"},el("b",null,"History"),(h.bytes/1048576).toFixed(1)+" MiB of max "+(h.bound_bytes/1048576).toFixed(1)+" MiB",
  h.file?" · saved "+(h.last_write?time(Date.parse(h.last_write)/1000):"not yet"):" · memory only",h.last_write_error?el("span",{class:"bad"}," · "+h.last_write_error):null));}
 /* Attention first: investigate, wait, ready, not enough traffic; off routes last; then config order. */
-function ordered(){return [...data.routes].sort((a,b)=>(a.mode==="off")-(b.mode==="off")||(VORDER[a.windows[win].verdict.verdict]-VORDER[b.windows[win].verdict.verdict]));}
+const rank=v=>v.alert?0:VORDER[v.verdict];
+function ordered(){return [...data.routes].sort((a,b)=>(a.mode==="off")-(b.mode==="off")||(rank(a.windows[win].verdict)-rank(b.windows[win].verdict)));}
 function table(){const body=document.querySelector("#routes-table tbody");body.replaceChildren();
 for(const r of ordered()){const w=r.windows[win];const tr=el("tr",{"data-route":r.name});
-tr.append(el("td",{class:"verdict"},pill(w.verdict.verdict)));
+tr.append(el("td",{class:"verdict"},pill(w.verdict)));
 tr.append(el("td",null,el("a",{href:"#"+win,"data-goto":r.name},r.name),r.in_config?null:el("span",{class:"share"},"not in the current config")));
 tr.append(el("td",null,el("span",{class:"mode mode-"+r.mode},r.mode)));
 tr.append(el("td",{class:"total"},fmt(w.total)));
-for(const c of data.categories){tr.append(el("td",{"data-category":c},fmt(w.counts[c]),el("span",{class:"share"},w.total?pct(w.shares[c]):"")));}
+for(const c of data.categories){tr.append(el("td",{"data-category":c},fmt(w.counts[c]),w.counts[c]?el("span",{class:"share"},pct(w.shares[c])):null));}
 tr.append(el("td",{class:"why"},r.mode==="off"?"App Check is off on this route (requests are not checked)":w.verdict.because+(r.mode==="enforce"&&w.verdict.verdict==="ready to enforce"?" · already enforced":"")));
 body.append(tr);}
 body.querySelectorAll("a[data-goto]").forEach(a=>a.addEventListener("click",ev=>{ev.preventDefault();
@@ -160,13 +179,14 @@ pts.forEach((p,i)=>{let y=H-B;const x=L+i*bw;const g=svg("g",{});const tip=svg("
 tip.textContent=time(w.series.start+i*w.series.step_seconds,win!=="hour")+"\n"+data.categories.map((c,j)=>LABEL[c]+": "+fmt(p[j])).join("\n");g.append(tip);
 data.categories.forEach((c,j)=>{if(!p[j])return;const h=(H-T-B)*p[j]/max;y-=h;
 g.append(svg("rect",{x:x+0.5,y:y,width:Math.max(bw-1,0.8),height:Math.max(h,0.6),fill:`var(--${c})`}));});s.append(g);});
-const end=w.series.start+(n-1)*w.series.step_seconds;
-for(const [x,t,a] of [[L,w.series.start,"start"],[W,end+w.series.step_seconds,"end"]]){const e=svg("text",{x:x,y:H-4,"text-anchor":a,"font-size":11,fill:"currentColor","fill-opacity":0.7});
+/* The last bar is the bucket still filling: the axis ends now, not at that bucket's end. */
+const end=Math.min(w.series.start+n*w.series.step_seconds,data.now);
+for(const [x,t,a] of [[L,w.series.start,"start"],[W,end,"end"]]){const e=svg("text",{class:"x-"+a,x:x,y:H-4,"text-anchor":a,"font-size":11,fill:"currentColor","fill-opacity":0.7});
 e.textContent=time(t,win!=="hour");s.append(e);}
 return s;}
 function cards(){const box=document.getElementById("routes");box.replaceChildren();
 for(const r of ordered()){const w=r.windows[win];const card=el("section",{class:"route",id:"route-"+r.name,"data-route":r.name});
-card.append(el("header",null,el("h2",{style:"margin:0"},r.name),el("span",{class:"mode mode-"+r.mode},r.mode),pill(w.verdict.verdict),
+card.append(el("header",null,el("h2",{style:"margin:0"},r.name),el("span",{class:"mode mode-"+r.mode},r.mode),pill(w.verdict),
  el("span",{class:"share requests"},count(w.total,"request","requests")+" in the last "+win)));
 card.append(chart(w));
 card.append(el("div",{class:"legend"},...data.categories.map(c=>el("span",null,el("i",{style:`background:var(--${c})`}),LABEL[c]+" "+fmt(w.counts[c])))));
@@ -179,7 +199,7 @@ card.append(el("div",{class:"cols"},el("div",null,el("h3",null,"Top rejection re
 box.append(card);}}
 function render(){document.querySelectorAll(".tabs button").forEach(b=>b.setAttribute("aria-pressed",String(b.dataset.window===win)));
 status();table();cards();
-const s=data.settings;document.getElementById("footer").textContent=`Verdict per route over the selected window: not enough traffic below ${count(s.min_requests,"request","requests")}; then investigate when invalid + unknown origin > ${pct(s.invalid_unknown_limit)}; wait when outdated clients > ${pct(s.outdated_limit)}; ready to enforce at verified ≥ ${pct(s.ready_share)}; otherwise wait. Data: /dashboard.json · generated ${data.generated_at}.`;
+const s=data.settings;document.getElementById("footer").textContent=`Verdict per route over the selected window: not enough traffic below ${count(s.min_requests,"request","requests")}; then investigate when invalid + unknown origin > ${pct(s.invalid_unknown_limit)}; wait when outdated clients > ${pct(s.outdated_limit)}; wait, shown as loudly as investigate, when reused > ${pct(s.reused_limit)}; ready to enforce at verified ≥ ${pct(s.ready_share)}; otherwise wait. Data: /dashboard.json · generated ${data.generated_at}.`;
 stamp();}
 function stamp(){const u=document.getElementById("updated");const age=Math.round((Date.now()-lastOk)/1000);
 if(age>90){u.className="stale";u.textContent="not updated for "+ago(age)+" — is the gateway running?";}

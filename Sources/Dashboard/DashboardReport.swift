@@ -15,6 +15,8 @@ struct DashboardReport {
     var replay: DashboardService.ReplayInfo?
     var issuerExchanges: (@Sendable (_ now: Double) -> [[String: Any]])?
     var issuerRisk: (@Sendable (_ now: Double) -> [String: Any])?
+    /// The own issuer's published kids, the signing one first; nil without `issuer:`.
+    var ownIssuerKids: [String]? = nil
     var historyFile: String
     var lastWrite: (at: Double?, error: String?)
 
@@ -60,6 +62,7 @@ struct DashboardReport {
                 "ready_share": settings.dashboard.readyShare,
                 "outdated_limit": DashboardVerdict.outdatedLimit,
                 "invalid_unknown_limit": DashboardVerdict.suspiciousLimit,
+                "reused_limit": DashboardVerdict.reusedLimit,
             ] as [String: Any],
             "windows": DashboardHistory.Window.all.map {
                 ["name": $0.name, "minutes": $0.minutes, "resolution_minutes": $0.resolution] as [String: Any]
@@ -113,12 +116,17 @@ struct DashboardReport {
                 "verified_share": Self.rounded(verdict.verifiedShare),
                 "outdated_share": Self.rounded(verdict.outdatedShare),
                 "invalid_unknown_share": Self.rounded(verdict.suspiciousShare),
+                "reused_share": Self.rounded(verdict.reusedShare),
+                "alert": verdict.alert,
             ] as [String: Any],
             "series": [
                 "start": firstPoint * 60,
                 "step_seconds": w.resolution * 60,
                 // One array of counts per point, in `categories` order (compact for week charts).
-                "points": stats?.series.map(\.counts) ?? [],
+                // A route with no history yet gets the window's zero points, so its chart spans the window too.
+                "points": stats?.series.map(\.counts)
+                    ?? [[Int]](repeating: [Int](repeating: 0, count: DashboardHistory.categories.count),
+                               count: w.minutes / w.resolution),
             ] as [String: Any],
             "reasons": reasons.prefix(Self.topReasons).map { ["reason": $0.name, "count": $0.count] as [String: Any] },
             "more_reasons": reasons.dropFirst(Self.topReasons).reduce(0) { $0 + $1.count },
@@ -130,7 +138,22 @@ struct DashboardReport {
         ]
     }
 
+    /// Firebase's key set (`status` ok, stale or missing; `not used` under `app_check.jwks.url: none`, which is a
+    /// choice, not a fault) and, with `issuer:`, `own_issuer`: the keys the gateway signs with itself.
     private func keySetBlock() -> [String: Any] {
+        var block = firebaseKeySetBlock()
+        if let kids = ownIssuerKids {
+            block["own_issuer"] = ["keys": kids.count, "kids": kids, "signs_with": kids.first ?? NSNull(),
+                                   "source": "signing_keys (local)"] as [String: Any]
+        }
+        return block
+    }
+
+    private func firebaseKeySetBlock() -> [String: Any] {
+        if settings.appCheck.jwks.isNone {
+            return ["status": "not used", "note": "app_check.jwks.url is none: Firebase-issued tokens are refused",
+                    "jwks_url": settings.appCheck.jwks.url]
+        }
         guard let k = keySet else { return ["status": "not configured"] }
         let status = !k.isReady ? "missing" : k.isStale ? "stale" : "ok"
         return [

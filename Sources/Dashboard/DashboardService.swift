@@ -44,6 +44,8 @@ package final class DashboardService: @unchecked Sendable {
     package let issuerExchanges = Mutex<(@Sendable (_ now: Double) -> [[String: Any]])?>(nil)
     /// The issuer's `risk` block at a time (unix seconds), when `issuer:` is configured (`RiskMetrics.dashboard(at:)`).
     package let issuerRisk = Mutex<(@Sendable (_ now: Double) -> [String: Any])?>(nil)
+    /// The kids the gateway's own issuer publishes (the first signs), when `issuer:` is configured.
+    package let ownIssuerKids = Mutex<[String]?>(nil)
 
     /// Reads `historyFile` when set; a missing file is a first start, a bad one an ops log line and an empty
     /// history.
@@ -138,7 +140,8 @@ package final class DashboardService: @unchecked Sendable {
         return DashboardReport(history: snapshot, settings: settings, now: now,
                                keySet: keySetStatus.withLock { $0 }?(), replay: replayInfo.withLock { $0 },
                                issuerExchanges: issuerExchanges.withLock { $0 }, issuerRisk: issuerRisk.withLock { $0 },
-                               historyFile: historyFile, lastWrite: write).json()
+                               ownIssuerKids: ownIssuerKids.withLock { $0 }, historyFile: historyFile,
+                               lastWrite: write).json()
     }
 
     /// A copy of the history (tests).

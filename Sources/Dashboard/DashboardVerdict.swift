@@ -4,8 +4,10 @@
 /// 1. `not enough traffic`: fewer than `min_requests` requests — shares of a handful of requests mean nothing.
 /// 2. `investigate`: invalid + unknown origin above 1% — possible abuse comes before everything else.
 /// 3. `wait`: outdated clients above 1% — enforcing now would lock out old app versions still in use.
-/// 4. `ready to enforce`: verified share at or above `ready_share`.
-/// 5. otherwise `wait`: below the bar without a single dominant cause (e.g. reused tokens).
+/// 4. `wait`: reused tokens above 1% — replays, or clients resending limited-use tokens; `alert` is set, so the page
+///    shows it as loudly as `investigate` (docs/dashboard.md).
+/// 5. `ready to enforce`: verified share at or above `ready_share`.
+/// 6. otherwise `wait`: below the bar without a single dominant cause.
 struct DashboardVerdict: Sendable, Equatable {
     enum Kind: String, Sendable {
         case ready = "ready to enforce"
@@ -17,6 +19,8 @@ struct DashboardVerdict: Sendable, Equatable {
     /// The 1% thresholds of docs/dashboard.md.
     static let outdatedLimit = 0.01
     static let suspiciousLimit = 0.01
+    /// Reused tokens above this share are named in the verdict and raise `alert`.
+    static let reusedLimit = 0.01
 
     var kind: Kind
     /// One sentence with the numbers behind the verdict.
@@ -26,6 +30,9 @@ struct DashboardVerdict: Sendable, Equatable {
     var outdatedShare: Double
     /// invalid + unknown_origin.
     var suspiciousShare: Double
+    var reusedShare: Double
+    /// Needs a look now: `investigate`, or reused tokens above `reusedLimit` (the page colours both red).
+    var alert: Bool { kind == .investigate || (kind != .notEnoughTraffic && reusedShare > Self.reusedLimit) }
 
     /// `counts` by `DashboardHistory.categories` index.
     init(counts: [Int], minRequests: Int, readyShare: Double) {
@@ -38,6 +45,7 @@ struct DashboardVerdict: Sendable, Equatable {
         verifiedShare = share(at(.verified))
         outdatedShare = share(at(.outdatedClient))
         suspiciousShare = share(at(.invalid) + at(.unknownOrigin))
+        reusedShare = share(at(.reused))
         let pct = { (x: Double) in Self.percent(x) }
         if total < minRequests {
             kind = .notEnoughTraffic
@@ -48,6 +56,9 @@ struct DashboardVerdict: Sendable, Equatable {
         } else if outdatedShare > Self.outdatedLimit {
             kind = .wait
             because = "outdated clients \(pct(outdatedShare)) > 1% of \(Self.requests(total))"
+        } else if reusedShare > Self.reusedLimit {
+            kind = .wait
+            because = "reused \(pct(reusedShare)) > 1% of \(Self.requests(total)): replayed tokens, or clients resending limited-use tokens"
         } else if verifiedShare >= readyShare {
             kind = .ready
             because = "verified \(pct(verifiedShare)) ≥ ready_share \(pct(readyShare)) of \(Self.requests(total))"

@@ -21,6 +21,7 @@ extension ConfigDecoder {
         if app.maxRiskMetric > 0, f.value("app_attest") == nil, let v = f.value("max_risk_metric") {
             error(v, "\(context).max_risk_metric needs app_attest in the same app (the metric comes from App Attest receipts)")
         }
+        if f.value("app_attest") != nil, f.value("device_check") == nil { warnRiskWithoutDeviceCheck(f, context, app) }
     }
 
     /// `max_risk: N` and `require_risk` of a route (docs/configuration.md): admit tokens whose `risk` claim is at most
@@ -33,6 +34,7 @@ extension ConfigDecoder {
                 error(v, "\(context) max_risk has no effect with enforcement: off (no token is examined)")
             } else if let n = int(v, "\(context) max_risk", in: 1...1_000_000) {
                 maxRisk = n
+                routeRiskMentions.append((context, ConfigPosition(v)))
             }
         }
         if let v = f.value("require_risk"), let b = bool(v, "\(context) require_risk") {

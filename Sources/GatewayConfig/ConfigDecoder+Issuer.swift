@@ -148,7 +148,7 @@ extension ConfigDecoder {
     /// `https://host[/path]` (or `http://`), no trailing `/`, query, fragment or user info: the prefix of `iss`.
     static func issuerURLProblem(_ text: String) -> String? {
         let lower = text.lowercased()
-        guard lower.hasPrefix("https://") || lower.hasPrefix("http://") else { return "expected an https:// URL" }
+        guard lower.hasPrefix("https://") || lower.hasPrefix("http://") else { return "expected an https:// (or http://) URL" }
         guard let url = URLComponents(string: text), let host = url.host, !host.isEmpty else { return "the host is missing" }
         if url.user != nil || url.password != nil { return "user info (user@) is not allowed" }
         if url.query != nil || url.fragment != nil { return "a query or fragment is not allowed" }

@@ -88,7 +88,7 @@ extension ConfigDecoder {
                             if let suggestion = Self.closest(to: text, among: Array(declaredUpstreams)) {
                                 message += "; did you mean '\(suggestion)'?"
                             }
-                            message += " (known upstreams: \(upstreams.map(\.name).joined(separator: ", ")))"
+                            message += " (known upstreams: \(declaredUpstreams.sorted().joined(separator: ", ")))"
                         }
                         error(v, message)
                     }
@@ -164,6 +164,7 @@ extension ConfigDecoder {
                 continue
             }
             if !providers.insert(name).inserted { error(item, "\(context) providers lists \(name) twice") }
+            providerMentions.append((context, name, ConfigPosition(item)))
         }
         return providers
     }

@@ -40,6 +40,7 @@ extension ConfigDecoder {
         var settings = Settings(server: server, appCheck: appCheck, replay: replay, upstreams: upstreams,
                                 routes: routes, sourcePath: sourcePath)
         settings.issuer = issuer
+        warnUnmintableProviders(appCheck: appCheck, issuer: issuer)
         if let node = top.value("dashboard") { settings.dashboard = decodeDashboard(node) }
         return settings
     }

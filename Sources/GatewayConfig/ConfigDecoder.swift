@@ -64,6 +64,12 @@ final class ConfigDecoder {
     let environment: [String: String]
     let cores: Int
     private(set) var errors: [ConfigError] = []
+    /// Settings that load but do not do what they seem to (docs/configuration.md, "Warnings"); never block a load.
+    private(set) var warnings: [ConfigError] = []
+    /// Every provider a route's `providers` lists, with where, for the warnings made once the issuer is known.
+    var providerMentions: [(context: String, name: String, position: ConfigPosition)] = []
+    /// Every route's `max_risk`, with where, for the same warnings.
+    var routeRiskMentions: [(context: String, position: ConfigPosition)] = []
     /// Where `app_check.jwks.url: none` was written (for the error when nothing else could verify a token).
     var jwksURLPosition: ConfigPosition?
 
@@ -78,6 +84,11 @@ final class ConfigDecoder {
     }
 
     func error(_ node: Node, _ message: String) { error(ConfigPosition(node), message) }
+
+    /// Records a warning; its message is printed as `FILE:LINE:COLUMN: warning: message`.
+    func warning(_ position: ConfigPosition, _ message: String) {
+        warnings.append(ConfigError(file: file, line: position.line, column: position.column, message: "warning: " + message))
+    }
 
     // MARK: Structure
 
@@ -99,7 +110,9 @@ final class ConfigDecoder {
                 entries[name] = (key, value)
             } else {
                 var message = "unknown key '\(name)' in \(context)"
-                if let suggestion = Self.closest(to: name, among: known) {
+                if let home = Self.sectionOwning(name, misplacedIn: context) {
+                    message += "; it belongs under \(home) (\(home.split(separator: ".").joined(separator: ": ")): \(name): …)"
+                } else if let suggestion = Self.closest(to: name, among: known) {
                     message += "; did you mean '\(suggestion)'?"
                 } else {
                     message += " (known keys: \(known.joined(separator: ", ")))"

@@ -51,7 +51,12 @@ public enum ConfigLoader {
         let errors = decoder.errors.enumerated().sorted {
             ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset)
         }.map(\.element)
-        if let settings, errors.isEmpty { return .success(settings) }
+        if var settings, errors.isEmpty {
+            settings.warnings = decoder.warnings.enumerated().sorted {
+                ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset)
+            }.map(\.element.description)
+            return .success(settings)
+        }
         if errors.isEmpty {
             // Not reachable: decoding only fails after reporting. Kept so a bug cannot yield an empty error list.
             return .failure(ConfigErrors(errors: [ConfigError(file: path, line: 1, column: 1, message: "invalid configuration")]))

@@ -20,6 +20,9 @@ public struct Settings: Sendable {
     public var sourcePath: String
     /// The self-hosted App Check provider, when `issuer:` is written.
     public var issuer: IssuerSettings? = nil
+    /// `FILE:LINE:COLUMN: warning: …` for settings that load but do not do what they seem to (a risk limit nothing
+    /// can enforce, a provider no key set mints), in file order; `check-config` prints them and `serve` logs them.
+    public var warnings: [String] = []
 
     /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     public var appCheckPolicy: AppCheckPolicy {

@@ -170,12 +170,35 @@ struct YAMLComposer {
                 message += " (\(context) at \(parser.context_mark.line + 1):\(parser.context_mark.column + 1))"
             }
             let position = ConfigPosition(line: Int(parser.problem_mark.line) + 1, column: Int(parser.problem_mark.column) + 1)
+            if Self.hasTab(bytes, line: position.line, upTo: position.column) {
+                message += "; the line has a tab before this point: YAML indents with spaces only, never tabs"
+            }
             decoder.error(position, message)
         case YAML_MEMORY_ERROR:
             decoder.error(.start, "cannot parse YAML: out of memory")
         default:
             decoder.error(.start, "cannot parse YAML: \(problem)")
         }
+    }
+
+    /// True when 1-based `line` of the text has a tab in its first `column` characters (libyaml's scanner says only
+    /// "found character that cannot start any token" for a tab where a token should start).
+    static func hasTab(_ bytes: UnsafeBufferPointer<UInt8>, line: Int, upTo column: Int) -> Bool {
+        var current = 1
+        var seen = 0
+        for byte in bytes {
+            if byte == 0x0A {
+                if current == line { return false }
+                current += 1
+                continue
+            }
+            guard current == line else { continue }
+            if byte & 0xC0 == 0x80 { continue }
+            seen += 1
+            if seen > column { return false }
+            if byte == 0x09 { return true }
+        }
+        return false
     }
 
     private static func text(_ pointer: UnsafePointer<CChar>?) -> String? {

@@ -13,7 +13,7 @@ public func describeRoutes(_ settings: Settings) -> String {
     if let tls = server.tls {
         listeners += tls.listen.map { ["https", $0.description, "TLS \(tls.minVersion)+, h2 and http/1.1 by ALPN"] }
     }
-    listeners.append(["admin", server.adminListen?.description ?? "off", "/metrics /healthz /readyz"])
+    listeners.append(["admin", server.adminListen?.description ?? "off", "/metrics /healthz /readyz /dashboard"])
     lines += alignedRows(listeners).map { "  " + $0 }
     lines.append("threads: \(server.threads)")
     lines.append("routes (first match wins):")
@@ -42,6 +42,7 @@ public func describeRoutes(_ settings: Settings) -> String {
         lines += describeIssuer(issuer, projectNumber: settings.appCheck.projectNumber)
         lines += issuer.warnings(allowedAppIds: settings.appCheck.appIds)
     }
+    lines += settings.warnings
     return lines.joined(separator: "\n") + "\n"
 }
 

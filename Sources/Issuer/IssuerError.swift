@@ -27,9 +27,10 @@ public struct IssuerError: Error, Sendable, Equatable {
         IssuerError(code: 400, status: "INVALID_ARGUMENT", message: message, rule: rule)
     }
 
-    /// 403: the evidence was refused. The message is the same for every rule.
+    /// 403: the evidence was refused. The message is the same for every rule and every method (an App Attest
+    /// attestation, a debug secret, a DeviceCheck or custom token), so it tells a guesser nothing.
     public static func permissionDenied(_ rule: String, detail: String = "") -> IssuerError {
-        IssuerError(code: 403, status: "PERMISSION_DENIED", message: "The attestation evidence was refused.", rule: rule,
+        IssuerError(code: 403, status: "PERMISSION_DENIED", message: "The exchange was refused.", rule: rule,
                     detail: detail)
     }
 
@@ -68,8 +69,19 @@ public struct IssuerError: Error, Sendable, Equatable {
         }
     }
 
-    /// `{"error":{"code":N,"message":"…","status":"…"}}`.
+    /// `{"error":{"code":N,"message":"…","status":"…"}}` and a newline (so `curl -i` output does not run on).
     public var body: [UInt8] {
-        Array("{\"error\":{\"code\":\(code),\"message\":\(JSONText.quote(message)),\"status\":\"\(status)\"}}".utf8)
+        Array("{\"error\":{\"code\":\(code),\"message\":\(JSONText.quote(message)),\"status\":\"\(status)\"}}\n".utf8)
+    }
+
+    /// Seconds for `Retry-After` (RFC 9110 §10.2.3) on 429 and 503: 60 where the limit is counted per minute or
+    /// the held challenges must expire first (`debug_guesses_exhausted`, `challenge_address_full`), else 1; nil for
+    /// other statuses.
+    public var retryAfter: Int? {
+        switch code {
+        case 429: ["debug_guesses_exhausted", "challenge_address_full"].contains(rule) ? 60 : 1
+        case 503: 1
+        default: nil
+        }
     }
 }

@@ -22,8 +22,8 @@ public struct IssuerOutcome: Sendable {
     public var detail: String = ""
 
     package static func failure(_ error: IssuerError, appId: String, method: String) -> IssuerOutcome {
-        IssuerOutcome(status: error.code, body: error.body, appId: appId, method: method, result: error.metricResult,
-                      rule: error.rule, detail: error.detail)
+        IssuerOutcome(status: error.code, body: error.body, headers: error.retryAfter.map { [("Retry-After", String($0))] } ?? [],
+                      appId: appId, method: method, result: error.metricResult, rule: error.rule, detail: error.detail)
     }
 }
 

@@ -111,7 +111,9 @@ final class ReceiptExchangeClient: Sendable {
 /// - 404: Apple has no data (it keeps it about 30 days): the last receipt and metric stay; the key is not
 ///   refreshed again (its next attestation starts over).
 /// - 401/403, 429, 5xx, no answer: the app's calls pause (1 minute, doubling to `refresh`, at most an hour); the
-///   key stays due.
+///   key stays due. The pause is kept in the state store too (`IssuerReceiptState.refreshPause`), read at the start
+///   of every pass, so another instance on the same store does not ask Apple again at once. Each pause is logged
+///   once (by the call that starts it), not once per key in flight.
 ///
 /// Before asking Apple, a key's refresh is claimed in the state store in one atomic step
 /// (`IssuerReceiptState.claimRefresh`: a conditional update in memory and SQLite, `SET … NX PX` in Redis), which
@@ -134,8 +136,8 @@ public final class RiskRefresher: Sendable {
     private let metrics: RiskMetrics?
     private let log: LogSink?
     private let clock: @Sendable () -> Double
-    /// Per app: calls paused until, and the current pause length.
-    private let pauses = Mutex<[String: (until: Double, length: Double)]>([:])
+    /// Per app: calls paused until, and the current pause length (this instance's copy of the store's).
+    private let pauses = Mutex<[String: ReceiptRefreshPause]>([:])
     private let task = Mutex<Task<Void, Never>?>(nil)
     /// `appcheck_issuer_receipt_refresh_total{app_id,result}`: per configured app, per result.
     private let counts = Mutex<[String: [String: Int]]>([:])
@@ -183,6 +185,15 @@ public final class RiskRefresher: Sendable {
     @discardableResult
     public func runOnce() async -> Summary {
         let now = clock()
+        // Pauses another instance recorded (or that ended there) replace this instance's copy.
+        for appId in apps.keys {
+            do {
+                let shared = try await state.refreshPause(appId: appId)
+                pauses.withLock { $0[appId] = shared }
+            } catch {
+                continue  // the store did not answer: keep this instance's copy
+            }
+        }
         let due: [AttestedKey]
         do { due = try await state.keysDueForRefresh(now: now, limit: Self.batch) } catch {
             log?.warning("receipt refresh: the state store did not answer", [("error", .string(error.description))])
@@ -268,7 +279,7 @@ public final class RiskRefresher: Sendable {
         let fields: [(String, LogValue)] = [("app_id", .string(key.appId))]
         switch await entry.client.exchange(key.receipt, environment: environment, now: now) {
         case .receipt(let bytes):
-            resume(key.appId)
+            await resume(key.appId)
             guard let verifier = verifiers[key.appId], let publicKey = AppAttestPublicKey(uncompressedPoint: key.publicKey) else {
                 _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: nil)
                 return .skipped
@@ -291,36 +302,52 @@ public final class RiskRefresher: Sendable {
                 return .backedOff
             }
         case .notYet:
-            resume(key.appId)
+            await resume(key.appId)
             _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: max(now + interval, key.receiptNotBefore ?? 0))
             return .notYet
         case .noData:
-            resume(key.appId)
-            log?.info("receipt refresh: Apple has no data for the key any more; its last receipt is kept", fields)
+            await resume(key.appId)
+            log?.warning("receipt refresh: Apple has no data for the key any more (404); its last receipt and metric are kept and it is not refreshed again",
+                         fields + [("apple_status", .int(404))])
             _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: nil)
             return .noData
         case let .keyRefused(status, reason):
-            log?.error("receipt refresh: Apple refused the DeviceCheck key: check issuer.apps[].device_check key_id and private_key",
-                       fields + [("apple_status", .int(status)), ("apple_reason", .string(reason))])
-            pause(key.appId, now: now, interval: interval)
+            if let pause = await pause(key.appId, now: now, interval: interval) {
+                log?.error("receipt refresh: Apple refused the DeviceCheck key: check issuer.apps[].device_check key_id and private_key",
+                           fields + [("apple_status", .int(status)), ("apple_reason", .string(reason)),
+                                     ("paused_seconds", .int(Int(pause.length)))])
+            }
             _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: due)
             return .backedOff
         case .backOff(let why):
-            log?.warning("receipt refresh: Apple unavailable, backing off", fields + [("detail", .string(why))])
-            pause(key.appId, now: now, interval: interval)
+            if let pause = await pause(key.appId, now: now, interval: interval) {
+                log?.warning("receipt refresh: Apple unavailable, backing off",
+                             fields + [("detail", .string(why)), ("paused_seconds", .int(Int(pause.length)))])
+            }
             _ = try? await state.scheduleRefresh(key.keyId, appId: key.appId, at: due)
             return .backedOff
         }
     }
 
-    private func pause(_ appId: String, now: Double, interval: Double) {
-        pauses.withLock { pauses in
+    /// Starts a pause of the app's calls and records it in the store; nil when one was already running (a call that
+    /// was in flight when another failed): only the call that starts a pause logs it.
+    private func pause(_ appId: String, now: Double, interval: Double) async -> ReceiptRefreshPause? {
+        let started = pauses.withLock { pauses -> ReceiptRefreshPause? in
+            if let current = pauses[appId], now < current.until { return nil }
             let length = min(max(60, (pauses[appId]?.length ?? 30) * 2), min(interval, 3600))
-            pauses[appId] = (now + length, length)
+            let pause = ReceiptRefreshPause(until: now + length, length: length)
+            pauses[appId] = pause
+            return pause
         }
+        if let started { try? await state.setRefreshPause(appId: appId, started) }
+        return started
     }
 
-    private func resume(_ appId: String) { _ = pauses.withLock { $0.removeValue(forKey: appId) } }
+    /// Apple answered: the app's pause (here and in the store) ends.
+    private func resume(_ appId: String) async {
+        guard pauses.withLock({ $0.removeValue(forKey: appId) }) != nil else { return }
+        try? await state.setRefreshPause(appId: appId, nil)
+    }
 
     /// Until when the app's calls are paused (tests).
     func pausedUntil(_ appId: String) -> Double? { pauses.withLock { $0[appId]?.until } }

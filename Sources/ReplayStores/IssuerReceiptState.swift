@@ -24,4 +24,23 @@ public protocol IssuerReceiptState: IssuerState {
     /// Gives up a claim once the refresh has been stored (or rescheduled), so the key can be claimed again when it
     /// next comes due. Only the caller's own claim is released.
     func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError)
+
+    /// The pause of `appId`'s refreshes after Apple failed, when one is recorded (it may have ended: compare `until`
+    /// with the clock). Shared by every instance on the store, so a second instance does not ask Apple again at once.
+    func refreshPause(appId: String) async throws(IssuerStateError) -> ReceiptRefreshPause?
+
+    /// Records `pause` for `appId` (nil: clears it). Memory: a table of the process; SQLite: a row of
+    /// `receipt_refresh_pauses`; Redis: `<prefix>rp:{<app id hex>}`, expiring when the pause does.
+    func setRefreshPause(appId: String, _ pause: ReceiptRefreshPause?) async throws(IssuerStateError)
+}
+
+/// A pause of one app's receipt refreshes (docs/issuer.md "Fraud risk"): no call to Apple before `until` (unix
+/// seconds); `length` (seconds) is what the next failure doubles.
+public struct ReceiptRefreshPause: Sendable, Equatable {
+    public var until: Double
+    public var length: Double
+    public init(until: Double, length: Double) {
+        self.until = until
+        self.length = length
+    }
 }

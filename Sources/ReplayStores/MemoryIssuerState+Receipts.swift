@@ -32,6 +32,14 @@ extension MemoryIssuerState: IssuerReceiptState {
     /// Nothing to release: the claim is the leased refresh time, which the refresh replaced.
     public func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) {}
 
+    public func refreshPause(appId: String) async throws(IssuerStateError) -> ReceiptRefreshPause? {
+        refreshPauses.withLock { $0[appId] }
+    }
+
+    public func setRefreshPause(appId: String, _ pause: ReceiptRefreshPause?) async throws(IssuerStateError) {
+        refreshPauses.withLock { $0[appId] = pause }
+    }
+
     public func keysDueForRefresh(now: Double, limit: Int) async throws(IssuerStateError) -> [AttestedKey] {
         state.withLock { state in
             let due = state.keys.values.filter { ($0.receiptRefreshAt ?? .infinity) <= now }

@@ -26,6 +26,8 @@ public final class MemoryIssuerState: IssuerState {
     /// Outstanding challenges kept at most.
     public let maxChallenges: Int
     let state = Mutex(State())
+    /// Receipt refresh pauses by app (`IssuerReceiptState.refreshPause`).
+    let refreshPauses = Mutex<[String: ReceiptRefreshPause]>([:])
     private let sweepEvery = 1024
 
     public init(maxChallenges: Int = 100_000) { self.maxChallenges = maxChallenges }

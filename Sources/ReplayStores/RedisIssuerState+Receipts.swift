@@ -1,3 +1,5 @@
+import Foundation
+
 /// Redis keeps each key's receipt fields in its hash (`rcpt`, `risk`, `rnb`, `rra`; "" is nil) and the refresh
 /// schedule in one sorted set `<prefix>receipts_due` (member: the key ID in hex, score: the refresh time), written
 /// after the hash (a cluster keeps the two in different slots, so not in one script). A member whose hash is
@@ -50,6 +52,26 @@ extension RedisIssuerState: IssuerReceiptState {
     public func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) {
         let claim = key("rc", keyId)
         _ = try await run(["EVAL", Self.releaseScript, "1", claim, claimOwner], claim)
+    }
+
+    /// `<prefix>rp:{<app id hex>}` = "<until> <length>", expiring an hour after the pause ends (so the next failure
+    /// still doubles a recent pause's length).
+    public func refreshPause(appId: String) async throws(IssuerStateError) -> ReceiptRefreshPause? {
+        let name = key("rp", Array(appId.utf8))
+        guard case .bulk(let value) = try await run(["GET", name], name) else { return nil }
+        let parts = String(decoding: value, as: UTF8.self).split(separator: " ")
+        guard parts.count == 2, let until = Double(parts[0]), let length = Double(parts[1]) else { return nil }
+        return ReceiptRefreshPause(until: until, length: length)
+    }
+
+    public func setRefreshPause(appId: String, _ pause: ReceiptRefreshPause?) async throws(IssuerStateError) {
+        let name = key("rp", Array(appId.utf8))
+        guard let pause else {
+            _ = try await run(["DEL", name], name)
+            return
+        }
+        let keep = max(1, Int((pause.until - Date().timeIntervalSince1970 + 3600).rounded(.up)))
+        _ = try await run(["SET", name, "\(pause.until) \(pause.length)", "EX", String(keep)], name)
     }
 
     static let releaseScript = """

@@ -38,6 +38,32 @@ extension SQLiteIssuerState: IssuerReceiptState {
     /// Nothing to release: the claim is the leased refresh time, which the refresh replaced.
     public func releaseRefreshClaim(_ keyId: [UInt8], appId: String) async throws(IssuerStateError) {}
 
+    /// The table is made on first use (files made before it existed get it then).
+    static let pausesTable = """
+        CREATE TABLE IF NOT EXISTS receipt_refresh_pauses (app_id TEXT PRIMARY KEY, until REAL NOT NULL, length REAL NOT NULL)
+        """
+
+    public func refreshPause(appId: String) async throws(IssuerStateError) -> ReceiptRefreshPause? {
+        try await run { (db: OpaquePointer) throws(IssuerStateError) -> ReceiptRefreshPause? in
+            try Self.exec(db, Self.pausesTable, [])
+            return try Self.step(db, "SELECT until, length FROM receipt_refresh_pauses WHERE app_id = ?1", [.text(appId)]) {
+                ReceiptRefreshPause(until: sqlite3_column_double($0, 0), length: sqlite3_column_double($0, 1))
+            }
+        }
+    }
+
+    public func setRefreshPause(appId: String, _ pause: ReceiptRefreshPause?) async throws(IssuerStateError) {
+        try await run { (db: OpaquePointer) throws(IssuerStateError) in
+            try Self.exec(db, Self.pausesTable, [])
+            if let pause {
+                try Self.exec(db, "INSERT OR REPLACE INTO receipt_refresh_pauses (app_id, until, length) VALUES (?1, ?2, ?3)",
+                              [.text(appId), .real(pause.until), .real(pause.length)])
+            } else {
+                try Self.exec(db, "DELETE FROM receipt_refresh_pauses WHERE app_id = ?1", [.text(appId)])
+            }
+        }
+    }
+
     public func keysDueForRefresh(now: Double, limit: Int) async throws(IssuerStateError) -> [AttestedKey] {
         try await run { (db: OpaquePointer) throws(IssuerStateError) -> [AttestedKey] in
             var stmt: OpaquePointer?

@@ -35,7 +35,7 @@ extension ConfigErrorTable {
         bad("issuer: [a]\n" + tail, 1, 9, "expected a mapping for issuer, got a list"),
         bad(issuerSection(issuerURL + signingKeys + oneApp + "  base_path: appcheck\n"), 7, 14,
             "invalid issuer.base_path 'appcheck': expected an absolute path such as /appcheck"),
-        issuerURLProblem("gw.example.com", "expected an https:// URL"),
+        issuerURLProblem("gw.example.com", "expected an https:// (or http://) URL"),
         issuerURLProblem("https:///x", "the host is missing"),
         issuerURLProblem("https://u@gw.example.com", "user info (user@) is not allowed"),
         issuerURLProblem("https://gw.example.com/a?b", "a query or fragment is not allowed"),

@@ -27,6 +27,9 @@ extension ConfigErrorTable {
         bad(routeList("  - name: a\n    prefix: /\n    upstream: apj\n"), 9, 15,
             "unknown upstream 'apj' in route 'a'; did you mean 'api'? (known upstreams: api)"),
         bad(routeList("  - name: a\n    prefix: /\n    upstream: zzz\n"), 9, 15, "unknown upstream 'zzz' in route 'a' (known upstreams: api)"),
+        // The list names every upstream written, also one whose own URL is refused (issue 39).
+        bad(appCheckYAML + "upstreams:\n  api:\n    url: ftp://x\n" + "routes:\n  - name: a\n    prefix: /\n    upstream: apii\n",
+            9, 15, "unknown upstream 'apii' in route 'a'; did you mean 'api'? (known upstreams: api)", errors: 2),
         bad(routeList("  - name: a\n    prefix: /\n"), 7, 5, "missing required key 'upstream' in route 'a'"),
         bad(route("    enforcement: monitor\n    replay_protection: true\n"), 11, 24,
             "replay_protection: true requires enforcement: enforce (route 'a' has enforcement: monitor)"),

@@ -21,6 +21,9 @@ extension ConfigErrorTable {
         bad("server:\n  threads: a: b\n" + tail, 2, 13, "YAML syntax error: mapping values are not allowed in this context"),
         bad("routes:\n  - name: a\n  name: b\n", 3, 3,
             "YAML syntax error: did not find expected '-' indicator (while parsing a block collection at 2:3)"),
+        // A tab where indentation belongs: libyaml's words, and ours about tabs (issue 39).
+        bad("server:\n\tthreads: 1\n" + tail, 2, 1, 
+            "found character that cannot start any token (while scanning for the next token at 2:1); the line has a tab before this point: YAML indents with spaces only, never tabs"),
         bad("server: *nowhere\n" + tail, 1, 9, "YAML structure error: found undefined alias"),
         // An anchor is defined once its node is complete: a list cannot hold itself.
         bad("server: &s [*s]\n" + tail, 1, 13, "YAML structure error: found undefined alias"),
@@ -39,6 +42,9 @@ extension ConfigErrorTable {
         bad("server:\n  log_level: [info]\n" + tail, 2, 14, "expected a string for server.log_level, got a list"),
         // Unknown keys.
         bad("server:\n  thread: 2\n" + tail, 2, 3, "unknown key 'thread' in server; did you mean 'threads'?"),
+        // A limit written one level too high points at where it lives (issue 39).
+        bad("server:\n  shutdown_grace: 10s\n" + tail, 2, 3,
+            "unknown key 'shutdown_grace' in server; it belongs under server.limits (server: limits: shutdown_grace: …)"),
         bad("server:\n  zzzzzz: 1\n" + tail, 2, 3,
             "unknown key 'zzzzzz' in server (known keys: listen, tls, admin_listen, threads, limits, trusted_proxies, log_level)"),
         // ${VAR} expansion.

@@ -114,12 +114,15 @@ import TestSupport
         }
     }
 
-    /// What a newcomer saw wrong (issue 26), read from the rendered DOM of a gateway with an issuer and small counts:
-    /// the issuer block says how many kinds of exchanges there are and lists them (the rest counted as "more"),
-    /// only refusals in red (`jwks`, `challenge` and `minted` are not refusals); a chart's y axis has distinct
-    /// whole-number ticks (0 and 1 for one request; 0 to 3 for three); and one request is "1 request".
+    /// What newcomers saw wrong (issues 26 and 39), read from the rendered DOM of a gateway with an issuer, no
+    /// Firebase key set (`url: none`) and small counts: the issuer block lists its results by count, most first, each
+    /// named once (no "jwks jwks"), only refusals in red (`jwks`, `challenge` and `minted` are not refusals), a refusal
+    /// with its method; the key set card is neutral "not used" and shows the issuer's own key; the Fraud risk line
+    /// holds the whole App ID in one unbreakable span on a line of its own; a chart's y axis has distinct whole-number
+    /// ticks (0 and 1 for one request; 0 to 3 for three); one request is "1 request"; no "0.00%" under zero counts;
+    /// and in the hour window an empty route's chart spans what the others span, ending no later than now.
     @Test func smallCountsAndTheIssuerBlockReadRight() throws {
-        let rig = try IssuerEndToEndTests.Rig()
+        let rig = try IssuerEndToEndTests.Rig(jwksURL: "none")
         defer { rig.stop() }
         #expect(try rig.request("GET", "/appcheck/v1/jwks").status == 200)
         let (attested, artifact) = try rig.attest()
@@ -127,7 +130,7 @@ import TestSupport
         #expect(try rig.assert(artifact, limitedUse: false).status == 200)
         let debug = try rig.post("exchangeDebugToken", #"{"debug_token":"\#(IssuerEndToEndTests.debugSecret)"}"#)
         #expect(debug.status == 200, "\(debug.bodyText)")
-        #expect(try rig.post("exchangeDebugToken", #"{"debug_token":"wrong-secret-0123456789"}"#).status == 403)
+        for _ in 0..<4 { #expect(try rig.post("exchangeDebugToken", #"{"debug_token":"wrong-secret-0123456789"}"#).status == 403) }
         #expect(try rig.request("POST", "/appcheck/v1/projects/123456789012/apps/1:123456789012:ios:ffffffffffffffff:exchangeDebugToken", "{}").status == 404)
         // One request on `orders`, three on `attested`.
         #expect(try rig.call("GET", "/api/x", token: try IssuerEndToEndTests.token(debug)).status == 200)
@@ -141,19 +144,30 @@ import TestSupport
         #expect(dump.status == 0, "\(dump.stderr)")
         let dom = dump.stdout
 
-        // The issuer block: 7 kinds (jwks; challenge; attestation, assertion and debug minted; a wrong debug secret;
-        // an unknown app), the first 6 listed and "1 more".
+        // The issuer block, by result over the day: 4 wrong debug secrets, 3 minted (attestation, assertion, debug),
+        // 2 challenges, the key set once, an unknown app once (ties by name): 11 exchanges.
         let issuer = try #require(Self.slice(dom, from: #"<div id="issuer">"#, to: "</div>"), "no issuer block")
-        #expect(issuer.contains("7 kinds of exchanges"), "\(issuer)")
+        #expect(issuer.contains("11 exchanges in the last day"), "\(issuer)")
         let listed = try Self.captures(#"<span class="exchange[^"]*" data-result="([^"]+)""#, in: issuer)
-        #expect(listed.count == 6, "\(issuer)")
-        #expect(issuer.contains(#"<span class="more"> · 1 more in /dashboard.json</span>"#), "\(issuer)")
+        #expect(listed == ["permission_denied", "minted", "challenge", "jwks", "not_found"], "\(issuer)")
         for (classes, result) in zip(try Self.captures(#"<span class="(exchange[^"]*)" data-result"#, in: issuer), listed) {
             let refusal = !["minted", "challenge", "jwks"].contains(result)
             #expect(classes == (refusal ? "exchange bad" : "exchange"), "\(result) shown as \(classes)")
         }
-        #expect(listed.contains("jwks") && listed.contains("permission_denied") && listed.contains("not_found"), "\(listed)")
-        #expect(issuer.contains(#"<span class="exchange" data-result="jwks"> · jwks jwks: 1</span>"#), "\(issuer)")
+        #expect(issuer.contains("> · permission_denied 4 (exchangeDebugToken)</span>"), "\(issuer)")
+        #expect(issuer.contains("> · jwks 1</span>") && !issuer.contains("jwks jwks"), "\(issuer)")
+        #expect(!issuer.contains("more in /dashboard.json"), "\(issuer)")
+
+        // The key set under `url: none`: a choice, not a fault; the issuer's own key beside it.
+        let keySet = try #require(Self.slice(dom, from: #"<div id="key-set">"#, to: "</div>"), "no key set block")
+        #expect(keySet.contains("Firebase's: not used") && !keySet.contains("class=\"bad\""), "\(keySet)")
+        #expect(keySet.contains("own issuer: 1 key (local), signs with <span class=\"kid\" title=\""), "\(keySet)")
+
+        // The Fraud risk line: the whole App ID in one span that does not wrap, on a status line of the full width.
+        let risk = try #require(Self.slice(dom, from: #"<div id="issuer-risk">"#, to: "</div>"), "no Fraud risk line")
+        #expect(risk.contains(#"<span class="app-id">\#(IssuerEndToEndTests.appId)</span>"#), "\(risk)")
+        #expect(dom.contains("#issuer-risk{grid-column:1/-1}") && dom.contains(".app-id{white-space:nowrap}"))
+        #expect(!dom.contains(">0.00%<"), "a share of 0.00% under a zero count")
 
         // Charts: ticks are distinct whole numbers from 0 to the top.
         let orders = try #require(Self.slice(dom, from: #"<section class="route" id="route-orders""#, to: "</section>"))
@@ -165,5 +179,71 @@ import TestSupport
         let row = try #require(Self.row(dom, "orders"))
         #expect(row.contains("1 request, fewer than min_requests 1000"), "\(row)")
         #expect(!dom.contains("1 requests"), "a count of one in the plural somewhere on the page")
+
+        // The hour window: `open` (an off route, nothing counted) spans the same hour as `attested`, and no chart
+        // ends after the moment the page was made.
+        let hour = try BoundedCommand.run(Self.chromium, Self.flags(profile: profile) + [
+            "--virtual-time-budget=3000", "--dump-dom", "http://127.0.0.1:\(rig.gateway.adminPort)/dashboard#hour"], timeout: 90)
+        #expect(hour.status == 0, "\(hour.stderr)")
+        let madeBy = Date()
+        func span(_ route: String) throws -> [String] {
+            let card = try #require(Self.slice(hour.stdout, from: #"<section class="route" id="route-\#(route)""#, to: "</section>"))
+            return try Self.captures(#"class="x-start"[^>]*>([^<]*)</text>"#, in: card)
+                + Self.captures(#"class="x-end"[^>]*>([^<]*)</text>"#, in: card)
+        }
+        let empty = try span("open"), full = try span("attested")
+        #expect(empty.count == 2 && empty == full, "open \(empty), attested \(full)")
+        let minutes = try empty.map { label -> Int in
+            let parts = try Self.captures(#"(\d+)"#, in: label).compactMap { Int($0) }
+            let pm = label.contains("PM") && parts.first != 12, am12 = label.contains("AM") && parts.first == 12
+            return ((parts.first ?? 0) % (am12 ? 12 : 24) + (pm ? 12 : 0)) * 60 + (parts.dropFirst().first ?? 0)
+        }
+        if minutes.count == 2, minutes[1] > minutes[0] {   // not across midnight
+            #expect(minutes[1] - minutes[0] >= 59, "\(empty): the chart spans less than the hour")
+            let clock = Calendar.current.dateComponents([.hour, .minute], from: madeBy)
+            #expect(minutes[1] <= (clock.hour ?? 0) * 60 + (clock.minute ?? 0), "\(empty) ends after now")
+        }
+    }
+
+    /// A route whose tokens are mostly reused is as loud as one with missing tokens (docs/dashboard.md): its verdict
+    /// stays `wait` (the documented rules) with the reuse named, in the investigate colour, sorted first with it.
+    @Test func aHeavyReplayShareIsAsVisibleAsInvestigate() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: """
+              - { name: calm, prefix: /calm/, upstream: api, enforcement: monitor }
+              - { name: missing, prefix: /missing/, upstream: api, enforcement: monitor }
+              - { name: replayed, path: /replayed, upstream: api, enforcement: enforce, replay_protection: true }
+            """, appCheck: "  jwks: { url: \(issuer.jwksURL) }\n  clock_skew: 0s", top: "dashboard: { min_requests: 5 }")
+        }
+        defer { h.stop() }
+        try h.waitUntilReady()
+        func send(_ path: String, token: String?) throws -> Int {
+            try RawHTTPClient.roundTrip(port: h.port, "POST \(path) HTTP/1.1\r\nHost: api\r\n"
+                + (token.map { "X-Firebase-AppCheck: \($0)\r\n" } ?? "") + "Content-Length: 0\r\n\r\n").status
+        }
+        let session = try issuer.mint(appId: "1:123456789012:ios:aaaa")
+        for _ in 0..<7 { #expect(try send("/calm/x", token: session) == 200) }
+        for _ in 0..<6 { #expect(try send("/missing/x", token: session) == 200) }
+        #expect(try send("/missing/x", token: nil) == 200)          // one missing in seven: investigate
+        ReplayE2E.waitForNextSecond()
+        let limited = try issuer.mint(appId: "1:123456789012:ios:aaaa", ttl: 300, jti: UUID().uuidString)
+        #expect(try send("/replayed", token: limited) == 200)
+        for _ in 0..<6 { #expect(try send("/replayed", token: limited) == 401) }   // 6 of 7 reused
+
+        let profile = NSTemporaryDirectory() + "dashboard-chromium-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: profile) }
+        let dump = try BoundedCommand.run(Self.chromium, Self.flags(profile: profile) + [
+            "--virtual-time-budget=3000", "--dump-dom", "http://127.0.0.1:\(h.adminPort)/dashboard"], timeout: 90)
+        #expect(dump.status == 0, "\(dump.stderr)")
+        let dom = dump.stdout
+        let replayed = try #require(Self.row(dom, "replayed"))
+        #expect(replayed.contains(#"<span class="pill v-investigate alert""#) && replayed.contains(">wait</span>"), "\(replayed)")
+        #expect(replayed.contains("reused 85.71% &gt; 1% of 7 requests"), "\(replayed)")
+        let missing = try #require(Self.row(dom, "missing"))
+        #expect(missing.contains(#"<span class="pill v-investigate""#) && missing.contains(">investigate</span>"), "\(missing)")
+        let order = try Self.captures(#"<tr data-route="([^"]+)">"#, in: dom)
+        #expect(Array(order.prefix(2)).sorted() == ["missing", "replayed"] && order.last == "calm", "\(order)")
     }
 }

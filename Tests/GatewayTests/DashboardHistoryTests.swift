@@ -209,6 +209,19 @@ import Testing
         #expect(DashboardVerdict(counts: [0, 0, 0, 0, 0], minRequests: 0, readyShare: 0.99).kind == .wait)
     }
 
+    /// A heavy replay share (issue 39, docs/dashboard.md "Alerts"): still `wait` by the documented rules, with the
+    /// reuse named and `alert` set, like `investigate`; a ready route and too little traffic raise none.
+    @Test func aHeavyReplayShareRaisesAnAlert() {
+        let replayed = DashboardVerdict(counts: [2, 0, 0, 0, 5], minRequests: 5, readyShare: 0.99)
+        #expect(replayed.kind == .wait && replayed.alert)
+        #expect(replayed.because == "reused 71.43% > 1% of 7 requests: replayed tokens, or clients resending limited-use tokens")
+        // A lower ready_share would call it ready; the reuse comes first.
+        #expect(DashboardVerdict(counts: [95, 0, 0, 0, 5], minRequests: 5, readyShare: 0.9).kind == .wait)
+        #expect(DashboardVerdict(counts: [6, 0, 1, 0, 0], minRequests: 5, readyShare: 0.99).alert)
+        #expect(!DashboardVerdict(counts: [99, 0, 0, 0, 1], minRequests: 5, readyShare: 0.99).alert)
+        #expect(!DashboardVerdict(counts: [1, 0, 0, 0, 3], minRequests: 5, readyShare: 0.99).alert, "not enough traffic")
+    }
+
     /// "1 request", never "1 requests" (issue 26); other counts stay plural.
     @Test func verdictCountsOneRequestInTheSingular() {
         #expect(DashboardVerdict(counts: [1, 0, 0, 0, 0], minRequests: 5, readyShare: 0.99).because

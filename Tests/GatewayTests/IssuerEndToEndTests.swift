@@ -28,9 +28,13 @@ import Testing
 
         /// Firebase's stand-in (its key set at `app_check.jwks`); without one, Firebase's set is unreachable.
         let firebase: LocalIssuer?
+        /// `app_check.jwks.url` when set (`none`: Firebase's key set unused), else the stand-in's or an unreachable one.
+        let jwksURL: String?
 
-        init(maxPerSecond: Int = 1000, phone: SimulatedIPhone? = nil, dir: URL? = nil, firebase: LocalIssuer? = nil) throws {
+        init(maxPerSecond: Int = 1000, phone: SimulatedIPhone? = nil, dir: URL? = nil, firebase: LocalIssuer? = nil,
+             jwksURL: String? = nil) throws {
             self.firebase = firebase
+            self.jwksURL = jwksURL ?? firebase?.jwksURL
             self.phone = try phone ?? SimulatedIPhone()
             let d = dir ?? FileManager.default.temporaryDirectory.appendingPathComponent("issuer-e2e-\(UUID().uuidString)")
             self.dir = d
@@ -42,7 +46,7 @@ import Testing
             }
             started = Date()
             gateway = try Self.start(keyPath: keyPath, statePath: statePath, rootCA: self.phone.rootCAPath,
-                                     maxPerSecond: maxPerSecond, jwksURL: firebase?.jwksURL)
+                                     maxPerSecond: maxPerSecond, jwksURL: self.jwksURL)
         }
 
         static func start(keyPath: String, statePath: String, rootCA: String, maxPerSecond: Int,
@@ -94,7 +98,7 @@ import Testing
         func restart() throws {
             gateway.stop()
             gateway = try Self.start(keyPath: keyPath, statePath: statePath, rootCA: phone.rootCAPath, maxPerSecond: 1000,
-                                     jwksURL: firebase?.jwksURL)
+                                     jwksURL: jwksURL)
         }
 
         func stop() {
@@ -218,7 +222,7 @@ import Testing
         let badJSON = try rig.post("exchangeDebugToken", "{not json")
         #expect(badJSON.status == 400 && badJSON.bodyText.contains(#""status":"INVALID_ARGUMENT""#))
         let denied = try rig.post("exchangeDebugToken", #"{"debug_token":"not-the-secret-at-all"}"#)
-        #expect(denied.status == 403 && denied.bodyText == #"{"error":{"code":403,"message":"The attestation evidence was refused.","status":"PERMISSION_DENIED"}}"#)
+        #expect(denied.status == 403 && denied.bodyText == #"{"error":{"code":403,"message":"The exchange was refused.","status":"PERMISSION_DENIED"}}"# + "\n")
         let big = try rig.post("exchangeDebugToken", String(repeating: " ", count: 64 * 1024 + 1))
         #expect(big.status == 413 && big.bodyText.contains(#""status":"INVALID_ARGUMENT""#), "\(big.bodyText)")
         let huge = try rig.post("exchangeDebugToken", String(repeating: " ", count: 1_000_000))

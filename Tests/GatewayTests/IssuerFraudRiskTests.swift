@@ -113,6 +113,20 @@ import TestSupport
         #expect(try await apple.stored().receipt.isEmpty)
     }
 
+    /// One rule for an attestation without a receipt (issue 39, docs/issuer.md "Fraud risk"): an absent
+    /// `attStmt.receipt` is an empty one, so both are accepted and the key is kept without a receipt (logged
+    /// `receipt_missing`).
+    @Test func anAbsentAndAnEmptyReceiptFollowOneRule() async throws {
+        for (name, options) in [("empty", { var o = SimulatedAppAttestDevice.AttestationOptions(); o.receipt = []; return o }()),
+                                ("absent", { var o = SimulatedAppAttestDevice.AttestationOptions(); o.omitReceipt = true; return o }())] {
+            let rig = try Rig()
+            let attested = try await rig.attest(options: options)
+            #expect(attested.status == 200, "\(name): \(attested.rule)")
+            #expect(try await rig.stored().receipt.isEmpty, "\(name)")
+            #expect(try await rig.assert().status == 200, "\(name): the key asserts like any other")
+        }
+    }
+
     @Test func aReceiptWithAMetricIsKeptAndMinted() async throws {
         let rig = try Rig()
         var options = SimulatedAppAttestDevice.AttestationOptions()

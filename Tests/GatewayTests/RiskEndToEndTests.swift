@@ -211,7 +211,7 @@ import TestSupport
         #expect(dump.status == 0, "\(dump.stderr)")
         let block = try #require(DashboardBrowserTests.slice(dump.stdout, from: #"<div id="issuer-risk">"#, to: "</div>"),
                                  "no fraud-risk block")
-        #expect(block.contains("\(Self.appId): 1 key seen"), "\(block)")
+        #expect(block.contains(#"<span class="app-id">\#(Self.appId)</span>: 1 key seen"#), "\(block)")
         #expect(block.contains(#"data-bucket="50""#) && block.contains("≤50 1</span>"), "\(block)")
         #expect(block.contains("≤1 0</span>") && block.contains("unknown 0</span>"), "\(block)")
         #expect(block.contains(#"<span class="risk-refused bad"> · refused for risk 1</span>"#), "\(block)")

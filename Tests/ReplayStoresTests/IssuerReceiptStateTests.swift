@@ -74,6 +74,15 @@ import TestSupport
         #expect(try await a.claimRefresh(k.keyId, appId: app, now: now + 86_400, leaseUntil: now + 87_000) == true)
         try await a.releaseRefreshClaim(k.keyId, appId: app)
         #expect(try await a.key(k.keyId, appId: app)?.riskMetric == 2, "a claim keeps the receipt")
+
+        // A refresh pause one handle records is the other's (issue 39), per app, until cleared.
+        let until = Date().timeIntervalSince1970 + 120
+        #expect(try await b.refreshPause(appId: app) == nil)
+        try await a.setRefreshPause(appId: app, ReceiptRefreshPause(until: until, length: 120))
+        #expect(try await b.refreshPause(appId: app) == ReceiptRefreshPause(until: until, length: 120))
+        #expect(try await b.refreshPause(appId: "1:123456789012:ios:ffff") == nil, "per app")
+        try await b.setRefreshPause(appId: app, nil)
+        #expect(try await a.refreshPause(appId: app) == nil)
     }
 
     @Test func claimsAreAtomicInEveryStore() async throws {

@@ -3,9 +3,10 @@ import EventLoop
 /// The answers the gateway gives itself (docs/behaviour.md): JSON `{"error":…,"reason":…,"request_id":…}` with
 /// `Content-Type: application/json`, the request id, and `Retry-After` on 503s.
 enum ErrorResponse {
-    /// The JSON body of docs/behaviour.md, shared by HTTP/1.1 and HTTP/2 answers.
+    /// The JSON body of docs/behaviour.md, shared by HTTP/1.1 and HTTP/2 answers; it ends with a newline, so
+    /// `curl -i` output does not run into the next response.
     static func body(code: String, reason: String, requestId: String) -> String {
-        "{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(requestId)\"}"
+        "{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(requestId)\"}\n"
     }
 
     static func write(into out: IOBuffer, status: Int, code: String, reason: String, requestId: String, close: Bool,

@@ -67,7 +67,7 @@ final class IssuerHandler: BuiltinHandler {
             error = .bodyTooLarge
         case .bodyBudgetSpent:
             error = .unavailable("body_budget_spent")
-            headers.append(("Retry-After", "1"))
+            headers.append(("Retry-After", String(error.retryAfter ?? 1)))
         }
         metrics.count(.failure(error, appId: "", method: "unknown"), configuredApps: service.settings)
         return BuiltinResponse(status: error.code, headers: headers, body: error.body,

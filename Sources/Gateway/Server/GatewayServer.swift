@@ -71,6 +71,7 @@ public final class GatewayServer: @unchecked Sendable {
         CSystemShims_ignore_sigpipe()
         let settings = self.settings
         let runtime = try Runtime(settings: settings, generation: 0)
+        for warning in settings.warnings { logSink.warning(warning) }
         if let issuerSettings = settings.issuer {
             for warning in issuerSettings.warnings(allowedAppIds: settings.appCheck.appIds) {
                 logSink.warning(String(warning.dropFirst("warning: ".count)))
@@ -79,6 +80,7 @@ public final class GatewayServer: @unchecked Sendable {
                                                   projectId: settings.appCheck.projectId, jwks: settings.appCheck.jwks,
                                                   clockSkew: settings.appCheck.clockSkew, logSink: logSink)
             issuer = service
+            dashboard.ownIssuerKids.withLock { $0 = service.keys.published.map(\.kid) }
             let metrics = issuerMetrics
             metricsCollector.addSource { t in metrics.render(&t) }
             dashboard.issuerExchanges.withLock { $0 = { now in metrics.exchanges(at: now) } }
@@ -199,6 +201,7 @@ public final class GatewayServer: @unchecked Sendable {
             }
         }
         logSink.info("configuration reloaded", [("routes", .int(new.routes.count)), ("file", .string(new.sourcePath))])
+        for warning in new.warnings { logSink.warning(warning) }
     }
 
     /// Stops accepting, lets in-flight requests finish for up to `grace` seconds, then closes everything

@@ -6,12 +6,13 @@ import AppCheckCore
 import Foundation
 
 enum GatewayDeviceCheck {
-    static func provider(serviceName: String, resourceName: String) -> GatewayProvider {
+    /// `apiKey`: `FirebaseApp.options.apiKey ?? ""` (the initializer's `APIKey:` is non-null).
+    static func provider(serviceName: String, resourceName: String, apiKey: String) -> GatewayProvider {
         let toGateway: (NSMutableURLRequest) -> Void = { request in
             guard let url = request.url?.absoluteString, url.hasPrefix(GatewayIssuer.googleBaseURL) else { return }
             request.url = URL(string: GatewayIssuer.baseURL + url.dropFirst(GatewayIssuer.googleBaseURL.count))
         }
         return GatewayProvider(core: AppCheckCoreDeviceCheckProvider(
-            serviceName: serviceName, resourceName: resourceName, apiKey: nil, requestHooks: [toGateway]))
+            serviceName: serviceName, resourceName: resourceName, apiKey: apiKey, requestHooks: [toGateway]))
     }
 }
