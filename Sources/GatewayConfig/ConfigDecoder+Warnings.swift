@@ -46,16 +46,17 @@ extension ConfigDecoder {
         case "unspecified":
             return appCheck.jwks.isNone
                 ? "app_check.jwks.url is none (only Firebase's tokens come without a provider claim)" : nil
-        case "app_attest", "device_check", "debug":
+        case "app_attest", "device_check", "debug", "android_key":
             guard issuer != nil else { return noIssuer }
             let mints = apps.contains { app in
                 switch name {
                 case "app_attest": app.appAttest != nil
                 case "device_check": app.deviceCheck != nil
+                case "android_key": app.android != nil
                 default: !app.debugSecrets.isEmpty
                 }
             }
-            let key = name == "debug" ? "debug_secrets" : name
+            let key = name == "debug" ? "debug_secrets" : name == "android_key" ? "android" : name
             return mints ? nil : "no issuer app configures \(key)"
         case "custom":
             guard let issuer else { return noIssuer }

@@ -147,6 +147,11 @@ import Testing
         let bare = Self.warnings(Self.head + "routes:\n  - { name: all, prefix: /, upstream: api, providers: [app_attest] }\n")
         #expect(bare == ["gw.yaml:7:56: warning: route 'all' providers lists app_attest, but there is no issuer: section (and no app_check.trusted_issuers): no such token can reach this route"],
                 "\(bare)")
+        // android_key is named when no app configures android:, like the other issuer providers.
+        let android = Self.warnings(Self.head + "routes:\n  - { name: all, prefix: /, upstream: api, providers: [app_attest, android_key] }\n"
+                                    + issuer(files, app: app))
+        #expect(android == ["gw.yaml:7:68: warning: route 'all' providers lists android_key, but no issuer app configures android: no such token can reach this route"],
+                "\(android)")
         let trusted = Self.head.replacingOccurrences(of: "  project_number: \"123456789012\"\n", with: """
           project_number: "123456789012"
           trusted_issuers:
