@@ -414,27 +414,9 @@ import TestSupport
         defer { gw.signal(SIGKILL); _ = gw.waitForExit(timeout: 5) }
         let rssBefore = Self.rssKiB(gw.process.processIdentifier)
 
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (fd, head) = try Self.rawHandshake(port: gw.port, path: "/ws/flood")
         defer { Glibc.close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = gw.port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        #expect(connected == 0)
-        let hello = "GET /ws/flood HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        _ = hello.withCString { send(fd, $0, strlen($0), 0) }
-        // Read the 101 head only, then never read again.
-        var head: [UInt8] = []
-        var byte: UInt8 = 0
-        while head.count < 4096, recv(fd, &byte, 1, 0) == 1 {
-            head.append(byte)
-            if head.suffix(4) == [13, 10, 13, 10] { break }
-        }
-        #expect(String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101 "))
+        #expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
 
         // Wait until the upstream can send no more (its count stops growing), at most 30 s.
         var last = -1
@@ -456,6 +438,75 @@ import TestSupport
         #expect(ioBytes >= 0 && ioBytes <= 1 << 20, "gateway io buffers: \(ioBytes)")
         #expect(rssAfter - rssBefore < 32 * 1024, "RSS grew from \(rssBefore) KiB to \(rssAfter) KiB")
         #expect(metrics.contains("gateway_connections{state=\"tunnel\"} 1"))
+    }
+
+    /// A handshake over a plain socket; returns the socket (the 101 head read, nothing after it) and the head.
+    static func rawHandshake(port: UInt16, path: String) throws -> (Int32, String) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            throw HarnessError("connect failed")
+        }
+        var tv = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let hello = "GET \(path) HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: WebSocket\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        _ = hello.withCString { send(fd, $0, strlen($0), 0) }
+        var head: [UInt8] = []
+        var byte: UInt8 = 0
+        while head.count < 4096, recv(fd, &byte, 1, 0) == 1 {
+            head.append(byte)
+            if head.suffix(4) == [13, 10, 13, 10] { break }
+        }
+        return (fd, String(decoding: head, as: UTF8.self))
+    }
+
+    /// `SIGTERM`: a tunnel is closed at the end of `shutdown_grace` (both sides), logged `shutdown`, and the process
+    /// exits 0.
+    @Test func sigtermClosesTunnelsAtTheEndOfTheGrace() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let ws = try PythonUpstream("ws")
+        defer { ws.stop() }
+        let dir = NSTemporaryDirectory() + "ws-term-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = dir + "/gateway.yaml"
+        try """
+        server:
+          listen: ["127.0.0.1:0"]
+          admin_listen: "127.0.0.1:0"
+          threads: 1
+          limits:
+            shutdown_grace: 1s
+        app_check:
+          project_number: "123456789012"
+          jwks: { url: "\(issuer.jwksURL)" }
+        upstreams:
+          ws: { url: "\(ws.url)" }
+        routes:
+          - { name: live, prefix: /, upstream: ws, enforcement: off, websocket: true }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let gw = try GatewayProcess.serve(config: config)
+        defer { gw.signal(SIGKILL); _ = gw.waitForExit(timeout: 5) }
+        let (fd, head) = try Self.rawHandshake(port: gw.port, path: "/ws/echo")
+        defer { Glibc.close(fd) }
+        #expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
+        #expect(head.contains("X-Request-Id: "))
+        gw.signal(SIGTERM)
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, 0)
+        #expect(n <= 0, "the tunnel is closed at the end of the grace")
+        #expect(gw.waitForExit(timeout: 15) == 0)
+        #expect(gw.lines.contains { $0.contains("\"status\":101") && $0.contains("\"tunnel_end\":\"shutdown\"") },
+                "\(gw.lines.suffix(5))")
     }
 
     static func rssKiB(_ pid: Int32) -> Int {
