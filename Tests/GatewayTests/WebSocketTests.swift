@@ -290,6 +290,10 @@ import TestSupport
         let id = try #require(r["request_id"] as? String)
         #expect(Self.logLine(h, requestId: id)?["status"] as? Int == 101)
         #expect(!h.logLines().contains { $0.contains(token) })
+        // With the header present, the entry is not read (a bad one does not matter) but still removed.
+        let both = try ws.client(h.port, "/ws/echo", token: token, protocols: ["x-firebase-appcheck.garbage", "chat"])
+        #expect(both["status"] as? Int == 101, "\(both)")
+        #expect(try #require(ws.requests.last).headers.allSatisfy { !$0.1.contains("garbage") })
         // A wrong token in the entry is refused like a wrong header.
         let bad = try ws.client(h.port, "/ws/echo", protocols: ["x-firebase-appcheck.not-a-token", "chat"])
         #expect(bad["status"] as? Int == 401)
