@@ -3,7 +3,7 @@ import Foundation
 extension ConfigDecoder {
     static let routeKeys = [
         "name", "path", "prefix", "methods", "upstream", "enforcement", "replay_protection", "max_body_bytes",
-        "forward_token", "cors_preflight", "providers", "max_risk", "require_risk",
+        "forward_token", "cors_preflight", "providers", "max_risk", "require_risk", "websocket", "stream_idle_timeout",
     ]
 
     /// What the shadowing check needs to know of a route that has already been read.
@@ -120,6 +120,7 @@ extension ConfigDecoder {
             }
 
             let providers = decodeProviders(f, context, enforcement: enforcement)
+            let (websocket, streamIdle) = decodeStreams(f, context)
             let risk = decodeRouteRisk(f, context, enforcement: enforcement)
 
             if let match, let matchNode {
@@ -139,6 +140,8 @@ extension ConfigDecoder {
             route.corsPreflight = cors
             route.providers = providers
             (route.maxRisk, route.requireRisk) = risk
+            route.websocket = websocket
+            route.streamIdleTimeout = streamIdle
             routes.append(route)
         }
         return routes

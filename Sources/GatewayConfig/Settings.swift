@@ -207,6 +207,15 @@ public struct RouteSettings: Sendable {
     public var maxRisk: Int? = nil
     /// `require_risk`: with `maxRisk`, a token without a `risk` claim is refused too (`risk_unknown`).
     public var requireRisk: Bool = false
+    /// `websocket: true`: WebSocket upgrades on this route are tunnelled (SPEC §6.1); false (the default) removes
+    /// `Upgrade` as any hop-by-hop header.
+    public var websocket: Bool = false
+    /// `stream_idle_timeout` in seconds (1 ms to 1 day); nil when the route does not set it. Once a response head has
+    /// arrived, it replaces the response-body and request-body gap bounds with one idle bound over both directions;
+    /// a WebSocket tunnel uses it, or `RouteSettings.defaultTunnelIdleTimeout` when nil.
+    public var streamIdleTimeout: Double? = nil
+    /// A tunnel's idle bound when the route sets no `stream_idle_timeout`: 5 minutes (SPEC §6.1).
+    public static let defaultTunnelIdleTimeout: Double = 300
     public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
         self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes
     }

@@ -41,6 +41,12 @@ extension ConfigErrorTable {
         bad(route("    providers: [apple]\n"), 10, 17,
             "invalid provider 'apple' in route 'a' providers: expected app_attest, android_key, device_check, play_integrity, recaptcha_v3, recaptcha_enterprise, debug, custom or unspecified"),
         bad(route("    providers: [debug, debug]\n"), 10, 24, "route 'a' providers lists debug twice"),
+        // Streams (SPEC §6.1).
+        bad(route("    websocket: maybe\n"), 10, 16, "invalid value 'maybe' for route 'a' websocket: expected true or false"),
+        bad(route("    stream_idle_timeout: soon\n"), 10, 26,
+            "invalid duration 'soon' for route 'a' stream_idle_timeout: expected a number and a unit ms, s, m, h or d (e.g. 250ms, 30s, 1.5s)"),
+        bad(route("    stream_idle_timeout: 0s\n"), 10, 26, "route 'a' stream_idle_timeout must be positive, got 0s"),
+        bad(route("    stream_idle_timeout: 2d\n"), 10, 26, "route 'a' stream_idle_timeout must be between 1ms and 1d, got 2d"),
         // Shadowing: a route an earlier one covers can never match.
         bad(route("  - name: b\n    prefix: /x\n    upstream: api\n"), 11, 13,
             "route 'b' can never match: route 'a' at 7:5 comes first and matches every request it would (first match wins)"),

@@ -43,6 +43,8 @@ struct LoopMetrics: Sendable {
     var upstreamErrors: [UpstreamErrorKey: Int] = [:]
     var connectionsActive = 0
     var connectionsIdle = 0
+    /// WebSocket tunnels open (each is counted in `connectionsActive` too).
+    var connectionsTunnel = 0
     var tlsHandshakeFailures = 0
     /// New client connections closed at accept without an answer, by reason (`per_address`).
     var connectionsRefused: [String: Int] = [:]
@@ -65,6 +67,7 @@ struct LoopMetrics: Sendable {
         for (k, v) in other.upstreamErrors { upstreamErrors[k, default: 0] += v }
         connectionsActive += other.connectionsActive
         connectionsIdle += other.connectionsIdle
+        connectionsTunnel += other.connectionsTunnel
         tlsHandshakeFailures += other.tlsHandshakeFailures
         for (k, v) in other.connectionsRefused { connectionsRefused[k, default: 0] += v }
         for (k, v) in other.h2ConnectionErrors { h2ConnectionErrors[k, default: 0] += v }

@@ -79,10 +79,12 @@ final class MetricsCollector: Sendable {
         for key in m.upstreamErrors.keys.sorted(by: { ($0.upstream, $0.kind) < ($1.upstream, $1.kind) }) {
             t.sample("gateway_upstream_errors_total", [("upstream", key.upstream), ("kind", key.kind)], m.upstreamErrors[key] ?? 0)
         }
-        t.family("gateway_connections", "gauge", "Client connections: open, active (a request in flight), idle.")
+        t.family("gateway_connections", "gauge",
+                 "Client connections: open, active (a request in flight or a tunnel), idle, tunnel (WebSocket).")
         t.sample("gateway_connections", [("state", "open")], openConnections)
         t.sample("gateway_connections", [("state", "active")], m.connectionsActive)
         t.sample("gateway_connections", [("state", "idle")], m.connectionsIdle)
+        t.sample("gateway_connections", [("state", "tunnel")], m.connectionsTunnel)
         t.family("gateway_connections_refused_total", "counter",
                  "New client connections closed at accept without an answer, by reason (per_address: max_connections_per_address).")
         for reason in m.connectionsRefused.keys.sorted() {

@@ -240,6 +240,12 @@ final class RequestRecorder {
         // A built-in handler (the issuer) expects no token: no verdict, rather than a MISSING that reads as one.
         if ex.builtin == nil { line.field("verifications", raw: "{\"app\":\"\(app)\"}") }
         line.field("token_sha256", ac.tokenSHA256)
+        if case .ended(let bytesIn, let bytesOut, let outcome) = ex.tunnel {
+            // A WebSocket tunnel's one line, when it ends (SPEC §6.1).
+            line.field("bytes_in", Int(bytesIn))
+            line.field("bytes_out", Int(bytesOut))
+            line.field("tunnel_end", outcome.rawValue)
+        }
         line.end()
         line.bytes.withUnsafeBytes { logBuffer.append($0) }
         if !ex.logFields.isEmpty {

@@ -51,6 +51,11 @@ extension ClientConnection {
 
     func close(_ cause: Exchange.Cancellation = .connectionClosed) {
         guard phase != .closed else { return }
+        // A tunnel closed from here (shutdown's end) ends both its sides; the relay's own ending calls back in, and
+        // finds this connection closed.
+        var relay: TunnelRelay?
+        if case .tunnel(let r) = phase { relay = r }
+        defer { relay?.finish(.shutdown) }
         phase = .closed
         timeouts.closed()
         context.loop.cancel(timer)

@@ -8,6 +8,11 @@ extension ClientConnection {
     /// always start.
     func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         if !ex.bodyEnded || context.draining { closeAfterResponse = true }
+        // A route with `stream_idle_timeout`: the upstream connection's idle bound replaces `body_timeout` now.
+        if let up = ex.upstream, up.streamIdleTimeout != 0 {
+            timeouts.streamStarted()
+            syncTimer()
+        }
         ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.id,
                                  responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
                                  closeAfterResponse: &closeAfterResponse)

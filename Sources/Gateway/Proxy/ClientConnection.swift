@@ -19,11 +19,18 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// `head`: reading a request head. `busy`: the exchange decides or answers; body bytes and pipelined requests
     /// stay buffered. `body`: the exchange wants the body, which is decoded and handed over as it arrives.
     /// `lingering`: the last response is out and the sending side shut; what the client still sends is read and
-    /// dropped until it closes or `Linger` ends it (ClientConnection+Closing.swift).
-    enum Phase {
+    /// dropped until it closes or `Linger` ends it (ClientConnection+Closing.swift). `tunnel`: a WebSocket after
+    /// `101`; the relay it carries moves the bytes (ClientConnection+Tunnel.swift).
+    enum Phase: Equatable {
         case head, busy, body, lingering, closed
-        /// Requests are read and answered (not `lingering`, not `closed`).
-        var isServing: Bool { self != .lingering && self != .closed }
+        case tunnel(TunnelRelay)
+        /// Requests are read and answered (not `lingering`, `closed` or `tunnel`).
+        var isServing: Bool {
+            switch self {
+            case .head, .busy, .body: return true
+            case .lingering, .closed, .tunnel: return false
+            }
+        }
     }
 
     let fd: Int32
@@ -96,8 +103,12 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     // MARK: events
 
     func handleEvent(_ events: UInt32) {
-        if phase == .closed { return }
-        if phase == .lingering { lingerRead(); return }
+        switch phase {
+        case .head, .busy, .body: break
+        case .closed: return
+        case .lingering: lingerRead(); return
+        case .tunnel(let relay): relay.clientEvent(); return
+        }
         if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             peerHungUp = true
             // Reading is paused only while a request is under way (its body held back, or pipelined bytes waiting
@@ -291,7 +302,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 // Pipelined (or body) bytes wait; stop reading once more than a head's worth is buffered.
                 if inBuf.readableCount > context.runtime.parserLimits.maxHeadBytes { pauseReading() }
                 return
-            case .lingering, .closed:
+            case .lingering, .closed, .tunnel:
                 return
             }
         }
@@ -365,7 +376,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             if readPaused { resumeReading() } else { processInput() }
         case .body:
             resumeReading()
-        case .head, .lingering, .closed:
+        case .head, .lingering, .closed, .tunnel:
             return
         }
     }

@@ -35,9 +35,9 @@ final class Exchange: UpstreamOwner {
     /// The route's enforcement when the request arrived (`enforce`, `monitor`, `off`).
     private(set) var mode = "off"
     /// The response status; 0 until one is chosen (499 when the client left first).
-    private(set) var status = 0
+    var status = 0
     private(set) var upstreamStart: UInt64 = 0
-    private(set) var upstreamEnd: UInt64 = 0
+    var upstreamEnd: UInt64 = 0
     /// Extra access-log fields (a built-in handler's), never a secret.
     /// Set by the built-in handler side too (`Exchange+Builtin.swift`).
     var logFields: [(String, String)] = []
@@ -46,7 +46,9 @@ final class Exchange: UpstreamOwner {
     // MARK: progress
 
     /// The lifecycle (docs: `ExchangeStateMachine`).
-    private(set) var machine: ExchangeStateMachine
+    var machine: ExchangeStateMachine
+    /// A WebSocket handshake's tunnel, from the request to its end (Exchange+Tunnel.swift); `.none` otherwise.
+    var tunnel = ExchangeTunnel.none
 
     /// Why an exchange is cancelled before it finished.
     enum Cancellation {
@@ -99,7 +101,7 @@ final class Exchange: UpstreamOwner {
     private var routes: Runtime?
     /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
-    private var upstream: UpstreamConnection?
+    var upstream: UpstreamConnection?
     private var chunkedUpstream = false
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
     private var pendingBody: [UInt8] = []
@@ -184,21 +186,37 @@ final class Exchange: UpstreamOwner {
             self.target = target
             useRoute(routeIndex)
             if case .chunked = head.framing { chunkedUpstream = true }
-            // The route is read in place from the runtime the exchange holds (copying `RouteSettings` retains each of
-            // its fields). Strong capture: the step answers at once on the fast path, or after a bounded wait
-            // (key-set refetch, replay store); a weak capture would give every exchange a side table. A cancelled
-            // exchange ignores the answer (the machine is done).
-            // An `off` route skips the step without handing it the route (a copy of `RouteSettings` retains each
-            // of its fields); the step answers the same for it.
-            if routes!.routes[routeIndex].enforcement == .off {
-                // `appCheck` is already `.skipped`.
-                appCheckRan = true
-                passed()
-                return
+            // Only routes with `websocket: true` look at the handshake's fields (Exchange+Tunnel.swift).
+            if routes!.routes[routeIndex].websocket {
+                switch prepareWebSocket(head, routeIndex: routeIndex) {
+                case .answered: return
+                case .unchanged: break
+                case .rewritten(let rewritten):
+                    check(rewritten, routeIndex: routeIndex)
+                    return
+                }
             }
-            context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex)) { decision in
-                self.admitted(decision)
-            }
+            check(head, routeIndex: routeIndex)
+        }
+    }
+
+    /// The App Check step for an admitted request (or none on an `off` route).
+    @inline(__always)
+    private func check(_ head: HTTPRequestHead, routeIndex: Int) {
+        // The route is read in place from the runtime the exchange holds (copying `RouteSettings` retains each of
+        // its fields). Strong capture: the step answers at once on the fast path, or after a bounded wait
+        // (key-set refetch, replay store); a weak capture would give every exchange a side table. A cancelled
+        // exchange ignores the answer (the machine is done).
+        // An `off` route skips the step without handing it the route (a copy of `RouteSettings` retains each
+        // of its fields); the step answers the same for it.
+        if routes!.routes[routeIndex].enforcement == .off {
+            // `appCheck` is already `.skipped`.
+            appCheckRan = true
+            passed()
+            return
+        }
+        context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex)) { decision in
+            self.admitted(decision)
         }
     }
 
@@ -242,21 +260,26 @@ final class Exchange: UpstreamOwner {
         guard let responder, let head, let target, let routes, routeIndex >= 0, let pool else { return false }
         let out = context.buffers.requestHead
         out.clear()
-        return RequestHeadWriter.write(
+        let safe = RequestHeadWriter.write(
             head: head, target: target, forwardToken: routes.routes[routeIndex].forwardToken,
             enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: id,
             appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
             into: out)
+        if case .requested = tunnel { Self.addUpgradeFields(out) }
+        return safe
     }
 
     /// Sends the head in `LoopContext.requestHeadBuffer` (written just before) on a pooled or new connection.
     private func connectUpstream() {
         guard let pool else { return }
-        switch pool.acquire(for: self, method: method) {
+        var upgrade = false
+        if case .requested = tunnel { upgrade = true }
+        switch pool.acquire(for: self, method: method, upgrade: upgrade) {
         case .failure(let kind):
             upstreamFailed(kind)
         case .success(let up):
             upstream = up
+            if let idle = routes?.routes[routeIndex].streamIdleTimeout { up.streamIdleTimeout = .nanoseconds(idle) }
             let out = context.buffers.requestHead
             up.send(out.readable)
             out.clear()

@@ -39,6 +39,9 @@ struct RequestDeadlines: Equatable {
         case busy
         /// The request body is being read.
         case body
+        /// The response head arrived on a route with `stream_idle_timeout`: the upstream connection's idle bound
+        /// (bytes either way) replaces the body gap; no client deadline runs until the next request.
+        case stream
         case closed
     }
 
@@ -93,6 +96,7 @@ struct RequestDeadlines: Equatable {
 
     /// The body starts being read, or more of it arrived.
     mutating func bodyProgressed(now: UInt64) {
+        if state == .stream { return }
         state = .body
         deadline = now + limits.body
     }
@@ -100,6 +104,12 @@ struct RequestDeadlines: Equatable {
     /// The request body is complete (or there was none): the upstream's `response_timeout` bounds the wait.
     mutating func requestComplete() {
         if state == .body || state == .head { state = .busy }
+        deadline = 0
+    }
+
+    /// The response head of a stream arrived (see `State.stream`).
+    mutating func streamStarted() {
+        state = .stream
         deadline = 0
     }
 
@@ -132,7 +142,7 @@ struct RequestDeadlines: Equatable {
                 return .reschedule(deadline)
             }
             return responseStarted ? .abort : .requestTimeout(reason: "body_timeout")
-        case .busy, .closed:
+        case .busy, .stream, .closed:
             return .none
         }
     }

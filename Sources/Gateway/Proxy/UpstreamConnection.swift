@@ -10,8 +10,11 @@ import HTTPWire
 /// sent until the response head arrives, and then between two reads of the response body; the server's
 /// `idle_timeout` while idle in the pool.
 final class UpstreamConnection: EventHandler {
-    enum State { case connecting, active, idle, closed }
-    enum ResponsePhase { case head, length(remaining: Int64), chunked, untilClose, done }
+    /// `tunnel`: a WebSocket after `101`; the relay it carries moves the bytes (UpstreamConnection+Tunnel.swift).
+    enum State: Equatable { case connecting, active, idle, closed, tunnel(TunnelRelay) }
+    /// `upgradeHead`: the head of the answer to a WebSocket handshake (a `101` with `Upgrade: websocket` opens the
+    /// tunnel; any other answer is an ordinary response, and the connection closes after it).
+    enum ResponsePhase { case head, upgradeHead, length(remaining: Int64), chunked, untilClose, done }
 
     static let readSize = 64 * 1024
 
@@ -19,17 +22,17 @@ final class UpstreamConnection: EventHandler {
     /// Strong: a pool retired by a reload must outlive the connections still finishing their exchange. The
     /// idle list (pool → connection) is emptied on retire and on close, which breaks the cycle.
     let pool: UpstreamPool
-    private(set) var state: State
+    var state: State
     let outBuf = IOBuffer(capacity: 2048)
     /// Unprocessed response bytes. While reading it is usually the loop's shared scratch buffer (`borrowed`); only
     /// bytes left over after processing (a partial head, body held back for a slow client) move into `ownBuf`.
-    private var inBuf: IOBuffer
+    private(set) var inBuf: IOBuffer
     private let ownBuf = IOBuffer(capacity: 0)
     private var borrowed = false
     private var parser: HTTPResponseHeadParser
     private var decoder: ChunkedDecoder
     private var phase = ResponsePhase.done
-    private var client: UpstreamOwner?
+    var client: UpstreamOwner?
     private var method = "GET"
     private var reused = false
     private var responseBytesSeen = false
@@ -39,11 +42,15 @@ final class UpstreamConnection: EventHandler {
     private var readPending = false
     private var peerHungUp = false
     private var timer: LoopTimer!
+    /// The route's `stream_idle_timeout` in nanoseconds for the current exchange, 0 when it sets none: once the
+    /// response head has arrived it replaces `response_timeout` between body reads, and request body bytes sent
+    /// count as movement too (one idle bound over both directions).
+    var streamIdleTimeout: UInt64 = 0
     private var deadline: UInt64 = 0
     private var deadlineKind = UpstreamFailure.connectTimeout
 
     /// TLS to an `https://` upstream; the handshake runs once TCP is connected (state `connecting` until done).
-    private let tls: TLSStream?
+    let tls: TLSStream?
     private var tcpConnected = false
 
     init(fd: Int32, pool: UpstreamPool, connected: Bool, tls: TLSStream?) {
@@ -64,7 +71,8 @@ final class UpstreamConnection: EventHandler {
     /// True when an idle connection can take a new request.
     var isUsable: Bool { state == .idle && inBuf.isEmpty }
 
-    func attach(_ client: UpstreamOwner, method: String, reused: Bool) {
+    /// `upgrade`: the request is a WebSocket handshake (a new connection, never pooled after).
+    func attach(_ client: UpstreamOwner, method: String, reused: Bool, upgrade: Bool = false) {
         self.client = client
         self.method = method
         self.reused = reused
@@ -72,7 +80,8 @@ final class UpstreamConnection: EventHandler {
         requestSent = false
         keepAlive = true
         readPaused = false
-        phase = .head
+        streamIdleTimeout = 0
+        phase = upgrade ? .upgradeHead : .head
         parser.reset()
         if state == .idle { state = .active }
         if state == .connecting {
@@ -104,6 +113,7 @@ final class UpstreamConnection: EventHandler {
 
     func send(_ bytes: UnsafeRawBufferPointer) {
         outBuf.append(bytes)
+        if streamIdleTimeout != 0 { streamMoved() }
         if state == .active { flushOut() }
     }
 
@@ -113,6 +123,7 @@ final class UpstreamConnection: EventHandler {
         outBuf.append(Self.crlf)
         outBuf.append(data)
         outBuf.append(Self.crlf)
+        if streamIdleTimeout != 0 { streamMoved() }
         if state == .active { flushOut() }
     }
 
@@ -163,7 +174,11 @@ final class UpstreamConnection: EventHandler {
     // MARK: events
 
     func handleEvent(_ events: UInt32) {
-        if state == .closed { return }
+        switch state {
+        case .closed: return
+        case .tunnel(let relay): relay.upstreamEvent(); return
+        case .connecting, .active, .idle: break
+        }
         if state == .connecting {
             if tls == nil || !tcpConnected {
                 guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
@@ -234,8 +249,9 @@ final class UpstreamConnection: EventHandler {
                 responseBytesSeen = true
                 processResponse()
                 // A short read means drained, unless the peer also closed: then read on to the EOF, which
-                // no further edge would announce.
+                // no further edge would announce. A tunnel opened by this read reads on its own.
                 if n < Self.readSize && !peerHungUp { return }
+                if case .tunnel = state { return }
             case .wouldBlock:
                 return
             case .eof:
@@ -263,7 +279,7 @@ final class UpstreamConnection: EventHandler {
             } else {
                 fail(.reset)
             }
-        case .closed:
+        case .closed, .tunnel:
             break
         }
     }
@@ -271,7 +287,7 @@ final class UpstreamConnection: EventHandler {
     private func processResponse() {
         while state == .active, let client {
             switch phase {
-            case .head:
+            case .head, .upgradeHead:
                 if inBuf.isEmpty { return }
                 switch parser.parse(inBuf.readable) {
                 case .needMore:
@@ -283,13 +299,23 @@ final class UpstreamConnection: EventHandler {
                     inBuf.consume(consumed)
                     // The parser reset itself on `.complete`.
                     if head.status < 200 {
-                        // 1xx interim responses are not forwarded; 101 would switch protocols, which we never asked for.
-                        if head.status == 101 { fail(.badResponse); return }
+                        // 1xx interim responses are not forwarded; 101 switches protocols, asked for only by a
+                        // WebSocket handshake (UpstreamConnection+Tunnel.swift).
+                        if head.status == 101 {
+                            if case .upgradeHead = phase, WebSocketHandshake.upgradesToWebSocket(head),
+                               client.upstreamUpgraded(head, connection: self) { return }
+                            fail(.badResponse)
+                            return
+                        }
                         continue
                     }
                     let framing = head.framing(requestMethod: method)
-                    keepAlive = head.keepAlive
-                    arm(.responseTimeout, after: pool.settings.responseTimeout)
+                    if case .upgradeHead = phase { keepAlive = false } else { keepAlive = head.keepAlive }
+                    if streamIdleTimeout != 0 {
+                        armStream()
+                    } else {
+                        arm(.responseTimeout, after: pool.settings.responseTimeout)
+                    }
                     let wantsBody = client.upstreamResponseHead(head, framing: framing)
                     switch framing {
                     case .none: complete(); return
@@ -379,7 +405,22 @@ final class UpstreamConnection: EventHandler {
     }
 
     private func refreshDeadline() {
+        if streamIdleTimeout != 0 { deadline = pool.context.loop.now &+ streamIdleTimeout; return }
         deadline = pool.context.loop.now + .nanoseconds(pool.settings.responseTimeout)
+    }
+
+    /// The response head arrived on a route with `stream_idle_timeout`: its one idle bound starts.
+    private func armStream() {
+        deadlineKind = .streamIdleTimeout
+        let at = pool.context.loop.now &+ streamIdleTimeout
+        deadline = at
+        if !timer.isArmed || timer.deadline > at { pool.context.loop.schedule(timer, at: at) }
+    }
+
+    /// Request body bytes went out: once the response head is in, that is movement on the stream.
+    private func streamMoved() {
+        guard deadlineKind == .streamIdleTimeout, deadline != 0 else { return }
+        deadline = pool.context.loop.now &+ streamIdleTimeout
     }
 
     /// No deadline; the timer stays armed (lazy: firing with no deadline does nothing), which spares the timer heap a
@@ -387,6 +428,9 @@ final class UpstreamConnection: EventHandler {
     private func disarm() {
         deadline = 0
     }
+
+    /// A tunnel has no deadline of the connection's own (the relay's idle bound rules).
+    func disarmForTunnel() { disarm() }
 
     private func timerFired() {
         guard state != .closed, deadline != 0 else { return }

@@ -7,6 +7,8 @@ enum UpstreamFailure: String, Error, Sendable {
     /// A pooled connection closed before any byte of the response: retried once when safe.
     case staleConnection = "stale_connection"
     case responseTimeout = "response_timeout"
+    /// A stream past its response head moved no byte either way for the route's `stream_idle_timeout`.
+    case streamIdleTimeout = "stream_idle_timeout"
     case badResponse = "bad_response"
     /// The TLS handshake with an `https://` upstream failed (untrusted chain, wrong name, protocol).
     case tlsFailed = "tls_failed"

@@ -15,4 +15,7 @@ protocol UpstreamOwner: AnyObject {
     func upstreamFailed(_ kind: UpstreamFailure)
     /// The upstream's send buffer drained below the low-water mark: more request body may be sent.
     func upstreamDrained()
+    /// The upstream answered a WebSocket handshake with `101` and `Upgrade: websocket`: the connection becomes a
+    /// tunnel (`TunnelRelay`). False when no tunnel can be opened (the upstream connection then fails `bad_response`).
+    func upstreamUpgraded(_ head: HTTPResponseHead, connection: UpstreamConnection) -> Bool
 }

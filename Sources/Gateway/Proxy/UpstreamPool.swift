@@ -27,10 +27,13 @@ final class UpstreamPool {
 
     var idleCount: Int { state.idle.count }
 
-    /// A connection for one exchange: an idle one if any, else a new non-blocking connect.
-    func acquire(for client: UpstreamOwner, method: String) -> Result<UpstreamConnection, UpstreamFailure> {
+    /// A connection for one exchange: an idle one if any, else a new non-blocking connect. `upgrade`: a WebSocket
+    /// handshake, always on a new connection (never the keep-alive pool; still within `max_connects_per_second`).
+    func acquire(for client: UpstreamOwner, method: String,
+                 upgrade: Bool = false) -> Result<UpstreamConnection, UpstreamFailure> {
         let address: SocketAddress
-        switch state.acquire(now: context.loop.now, isUsable: { $0.isUsable }) {
+        switch upgrade ? state.newConnection(now: context.loop.now)
+                       : state.acquire(now: context.loop.now, isUsable: { $0.isUsable }) {
         case let .reuse(conn, stale):
             for c in stale { c.close() }
             conn.attach(client, method: method, reused: true)
@@ -60,7 +63,7 @@ final class UpstreamPool {
             Socket.close(connected.fd)
             return .failure(.connectRefused)
         }
-        conn.attach(client, method: method, reused: false)
+        conn.attach(client, method: method, reused: false, upgrade: upgrade)
         return .success(conn)
     }
 

@@ -46,6 +46,12 @@ struct UpstreamPoolState<Connection: AnyObject> {
             if isUsable(conn) { return .reuse(conn, close: stale) }
             stale.append(conn)
         }
+        return newConnection(now: now, closing: stale)
+    }
+
+    /// A new connection whatever is idle (a WebSocket handshake never takes a pooled one), within the same address
+    /// rotation and connect rate.
+    mutating func newConnection(now: UInt64, closing stale: [Connection] = []) -> Acquire {
         guard addressCount > 0 else { return .noAddress(close: stale) }
         if maxConnectsPerSecond > 0 {
             if now > tokensAt {

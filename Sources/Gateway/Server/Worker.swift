@@ -225,7 +225,12 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     func snapshotMetrics() -> LoopMetrics {
         context.recorder.foldRouteSlots()
         var m = context.recorder.metrics
-        for c in clients.values { if c.exchange != nil { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
+        for c in clients.values {
+            if c.isTunnel {
+                m.connectionsActive += 1
+                m.connectionsTunnel += 1
+            } else if c.exchange != nil { m.connectionsActive += 1 } else { m.connectionsIdle += 1 }
+        }
         for c in h2Connections.values { if c.isActive { m.connectionsActive += 1 } else { m.connectionsIdle += 1 } }
         return m
     }

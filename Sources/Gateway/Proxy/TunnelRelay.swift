@@ -1,0 +1,154 @@
+import EventLoop
+import Glibc
+
+/// One WebSocket tunnel after `101` (SPEC §6.1): the `tunnel` state of a client connection and of its upstream
+/// connection (both hold it in their state enum, `ClientConnection.Phase.tunnel` and `UpstreamConnection.State.tunnel`)
+/// and the exchange that opened it. It performs what `TunnelState` decides: bytes read from one side go straight into
+/// the other side's send buffer (no copy in between), each direction at most `Backpressure.highWater` bytes; a side
+/// whose buffer is full is not read until it drains. Both connections keep their own sockets, transports (TLS
+/// decrypts in place) and buffers; the relay only moves bytes between them.
+///
+/// Lifetime: the two connections and the relay hold each other until the tunnel ends; `finish` closes both sides,
+/// which drops their states and breaks the cycle. It records the exchange once, with `status` 101, the bytes each
+/// way and how it ended.
+final class TunnelRelay: Equatable {
+    let client: ClientConnection
+    let upstream: UpstreamConnection
+    let exchange: Exchange
+    private let loop: EventLoop
+    private(set) var state: TunnelState
+    /// The idle bound (`stream_idle_timeout`); lazy like the connections' timers: armed at the deadline known then,
+    /// and a firing that finds bytes moved since re-arms itself at the new deadline.
+    private var timer: LoopTimer!
+    /// Largest single read (the receiving buffer's room bounds it further).
+    static let readSize = 64 * 1024
+
+    static func == (a: TunnelRelay, b: TunnelRelay) -> Bool { a === b }
+
+    init(client: ClientConnection, upstream: UpstreamConnection, exchange: Exchange, idleTimeout: UInt64,
+         loop: EventLoop) {
+        self.client = client
+        self.upstream = upstream
+        self.exchange = exchange
+        self.loop = loop
+        state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
+        // Unowned: `finish` cancels the timer, and nothing arms it after.
+        timer = LoopTimer { [unowned self] in self.timerFired() }
+    }
+
+    /// Starts relaying: bytes each side sent after its head (already read) go to the other, then both are read.
+    func start(clientLeftover: IOBuffer, upstreamLeftover: IOBuffer) {
+        if !clientLeftover.isEmpty {
+            state.moved(from: .client, clientLeftover.readableCount, now: loop.now)
+            upstream.outBuf.append(clientLeftover.readable)
+            clientLeftover.consume(clientLeftover.readableCount)
+        }
+        if !upstreamLeftover.isEmpty {
+            state.moved(from: .upstream, upstreamLeftover.readableCount, now: loop.now)
+            client.outBuf.append(upstreamLeftover.readable)
+            upstreamLeftover.consume(upstreamLeftover.readableCount)
+        }
+        loop.schedule(timer, at: state.idleDeadline)
+        flush(towards: .client)
+        flush(towards: .upstream)
+        pump(from: .client)
+        pump(from: .upstream)
+    }
+
+    // MARK: events (from the connections' `handleEvent`)
+
+    /// Any readiness of the client's socket: TLS may need either direction for either, so both are tried.
+    func clientEvent() {
+        pump(from: .client)
+        flush(towards: .client)
+    }
+
+    func upstreamEvent() {
+        pump(from: .upstream)
+        flush(towards: .upstream)
+    }
+
+    // MARK: moving bytes
+
+    private func outBuf(_ side: TunnelState.Side) -> IOBuffer {
+        side == .client ? client.outBuf : upstream.outBuf
+    }
+
+    /// Reads from `side` into the other side's send buffer while it has room, writing as it goes.
+    private func pump(from side: TunnelState.Side) {
+        let out = outBuf(side.other)
+        while !state.isDone {
+            let room = state.room(from: side, buffered: out.readableCount)
+            if room == 0 { return }
+            let result = side == .client
+                ? client.tunnelRead(into: out, max: min(room, Self.readSize))
+                : upstream.tunnelRead(into: out, max: min(room, Self.readSize))
+            switch result {
+            case .processed(let n):
+                state.moved(from: side, n, now: loop.now)
+                flush(towards: side.other)
+            case .wouldBlock:
+                // A quiet tunnel holds no buffer (the read reserved one).
+                if out.isEmpty { out.release() }
+                return
+            case .eof:
+                state.ended(from: side)
+                flush(towards: side.other)
+                return
+            case .error:
+                finish(side == .client ? .clientError : .upstreamError)
+                return
+            }
+        }
+    }
+
+    /// Writes what waits for `side`; passes a FIN on once nothing is left; resumes the paused direction into it.
+    private func flush(towards side: TunnelState.Side) {
+        guard !state.isDone else { return }
+        let out = outBuf(side)
+        if !out.isEmpty {
+            let before = out.readableCount
+            let result = side == .client ? client.tunnelWrite() : upstream.tunnelWrite()
+            switch result {
+            case .processed, .wouldBlock:
+                if out.readableCount < before { state.wrote(now: loop.now) }
+                if out.isEmpty { out.release() }
+            case .eof, .error:
+                finish(side == .client ? .clientError : .upstreamError)
+                return
+            }
+        }
+        let sender = side.other
+        if state.shouldShut(from: sender, buffered: out.readableCount) {
+            // TLS cannot be half-closed here (its `close_notify` ends the session both ways): the tunnel closes.
+            let halfClosed = side == .client ? client.tunnelShutdownWrite() : upstream.tunnelShutdownWrite()
+            if !halfClosed { finish(.closed); return }
+            if state.shut(from: sender) { finish(.closed) }
+            return
+        }
+        if state.drained(towards: side, buffered: out.readableCount) { pump(from: sender) }
+    }
+
+    // MARK: ending
+
+    private func timerFired() {
+        switch state.timerFired(now: loop.now) {
+        case .reschedule(let at): loop.schedule(timer, at: at)
+        case .expired: closeBoth()
+        case .none: break
+        }
+    }
+
+    /// The tunnel ends (`outcome`): both sides close, the exchange is recorded. Idempotent.
+    func finish(_ outcome: TunnelState.Outcome) {
+        guard state.end(outcome) else { return }
+        closeBoth()
+    }
+
+    private func closeBoth() {
+        loop.cancel(timer)
+        upstream.close()
+        client.close()
+        exchange.tunnelEnded(self)
+    }
+}

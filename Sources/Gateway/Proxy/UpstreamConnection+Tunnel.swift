@@ -1,0 +1,32 @@
+import EventLoop
+import Glibc
+
+/// The upstream connection's side of a WebSocket tunnel (`State.tunnel`, `TunnelRelay`): it stops being an HTTP
+/// connection (no exchange, no deadline of its own: the relay's idle bound rules) and its socket's reads, writes
+/// and half-close are done as the relay asks. It was opened for the handshake alone and is never pooled.
+extension UpstreamConnection {
+    func enterTunnel(_ relay: TunnelRelay) {
+        client = nil
+        disarmForTunnel()
+        state = .tunnel(relay)
+    }
+
+    /// Bytes the upstream sent after its `101` and that were read with it.
+    var tunnelLeftover: IOBuffer { inBuf }
+
+    func tunnelRead(into buffer: IOBuffer, max: Int) -> IOResult {
+        if let tls { return tls.read(into: buffer, max: max) }
+        return Socket.read(fd, into: buffer, max: max)
+    }
+
+    func tunnelWrite() -> IOResult {
+        if let tls { return tls.write(from: outBuf) }
+        return Socket.write(fd, from: outBuf)
+    }
+
+    /// Shuts the sending half (the client ended its stream); false over TLS (see `ClientConnection.tunnelShutdownWrite`).
+    func tunnelShutdownWrite() -> Bool {
+        if tls != nil { return false }
+        return Glibc.shutdown(fd, Int32(SHUT_WR)) == 0
+    }
+}
