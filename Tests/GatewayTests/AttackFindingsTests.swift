@@ -1,4 +1,5 @@
 import Foundation
+import GatewayTools
 import Glibc
 import Synchronization
 import Testing
@@ -137,6 +138,38 @@ import TestSupport
         #expect(statuses.allSatisfy { $0 == 200 }, "\(statuses.filter { $0 != 200 }.count) of \(statuses.count) failed: \(bodies.prefix(3))")
         let metrics = try RawHTTPClient.roundTrip(port: h.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText
         #expect(metrics.contains(#"kind="address_busy""#), "the churning address was held to its share")
+    }
+
+    // MARK: aliases and reloads
+
+    /// A reload of a file whose aliases stand for gigabytes (a 3 MB scalar aliased 6,000 times in a list the decoder
+    /// reads: the attack's check-config took 118 s, and a SIGTERM during such a reload waited ~56 s) is refused at
+    /// the alias that passes 8 MiB, with its position; the old configuration keeps serving, and a SIGTERM right
+    /// after the SIGHUP drains and exits at once.
+    @Test func aSigtermDuringTheReloadOfAnAliasBombIsNotDelayed() throws {
+        let upstream = try SampleUpstream()
+        defer { upstream.stop() }
+        let url = "http://127.0.0.1:\(upstream.address.port)"
+        let path = try LifecycleTests.tempFile(LifecycleTests.config(upstream: url, routes: ["/a"]))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let gw = try GatewayProcess.serve(config: path)
+        defer { gw.signal(SIGKILL); _ = gw.waitForExit(timeout: 5) }
+        #expect(LifecycleTests.status(gw.port, "/a") == 200)
+
+        let bomb = "server:\n  log_level: &s \"" + String(repeating: "A", count: 3_000_000) + "\"\n  trusted_proxies: ["
+            + Array(repeating: "*s", count: 6_000).joined(separator: ", ") + "]\n"
+        try bomb.write(toFile: path, atomically: true, encoding: .utf8)
+        let seen = gw.lines.count
+        gw.signal(SIGHUP)
+        let refusal = try gw.waitForLine(containing: "reload refused", after: seen)
+        #expect(refusal.contains("\(path):3:"), "\(refusal.prefix(300))")
+        #expect(refusal.contains("with its aliases written out the configuration passes 8MiB here"), "\(refusal.prefix(300))")
+        #expect(LifecycleTests.status(gw.port, "/a") == 200, "the old configuration still serves")
+
+        try bomb.write(toFile: path, atomically: true, encoding: .utf8)
+        gw.signal(SIGHUP)
+        gw.signal(SIGTERM)
+        #expect(gw.waitForExit(timeout: 10) == 0, "SIGTERM during the reload drains and exits")
     }
 
     // MARK: empty DATA frames
