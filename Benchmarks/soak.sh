@@ -16,7 +16,8 @@
 # and 39): every 200 ms it exchanges a debug secret, GETs the `off` route and GETs the `enforce` route with the
 # token, and every second exchanges a fresh custom token (each must be answered 200, exchanges with a token) while
 # every attack (exchange and challenge floods, slow issuer bodies, hostile CBOR, custom-token replays, zero-window
-# churn, ...) comes from 127.0.0.1 — the address wrk shares, since wrk cannot pick its source address. Backend:
+# churn, ...) comes from 127.0.0.1 — the address wrk shares, since wrk cannot pick its source address — except
+# zero-window-churn, from 127.0.0.3 (issue 39: one address's churn must not spend the others' upstream share). Backend:
 # nginx (static `ok`, and /big = 10 MB). Output: one line per minute and a verdict; the table, the well-behaved
 # address's own counts (requests, failures by status) and the attacks' goes to Benchmarks/out/soak-<date>.md.
 set -euo pipefail
@@ -139,8 +140,8 @@ while True:
 PY
 BENCH_PIDS+=("$!")
 
-# Attacks in rotation, 25 s each.
-ATTACKS=(rapid-reset issuer-flood zero-window challenge-flood close-mid-body issuer-slow-body slow-body hostile-cbor
+# Attacks in rotation, 25 s each (zero-window-churn from 127.0.0.3, the rest from 127.0.0.1).
+ATTACKS=(rapid-reset issuer-flood zero-window zero-window-churn challenge-flood close-mid-body issuer-slow-body slow-body hostile-cbor
          silent custom-replay underscore hostile-tokens smuggling)
 (
     i=0
@@ -199,7 +200,7 @@ for line in open(sys.argv[1], errors="replace"):
     if len(f) != 3 or not f[1].isdigit() or not f[2].isdigit(): continue
     a = runs.setdefault(f[0], {"runs": 0, "connections": 0, "requests": 0})
     a["runs"] += 1; a["connections"] += int(f[1]); a["requests"] += int(f[2])
-print("attacks from 127.0.0.1: " + ("; ".join("%s %d runs, %d connections, %d requests" % (k, v["runs"], v["connections"],
+print("attacks (from 127.0.0.1; zero-window-churn from 127.0.0.3): " + ("; ".join("%s %d runs, %d connections, %d requests" % (k, v["runs"], v["connections"],
       v["requests"]) for k, v in sorted(runs.items())) or "none"))
 PY
 )
