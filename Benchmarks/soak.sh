@@ -12,11 +12,14 @@
 #   Benchmarks/soak.sh --minutes 5                    # a short run
 #
 # Valid traffic: wrk, 1 thread, 16 connections, alternating 30 s on an `off` route and an `enforce` route with a
-# session token (local issuer, keygen + mint); and valid issuer exchanges (issue 25): a client at 127.0.0.2 exchanges
-# a debug secret every 200 ms and a fresh custom token every second (each must be answered 200 with a token) while
-# the issuer attacks (exchange and challenge floods, slow issuer bodies, hostile CBOR, custom-token replays) come
-# from 127.0.0.1. Backend: nginx (static `ok`, and /big = 10 MB). Output: one line per minute and a verdict; the
-# table also goes to Benchmarks/out/soak-<date>.md.
+# session token (local issuer, keygen + mint); and a well-behaved client at its own address, 127.0.0.2 (issues 25
+# and 39): every 200 ms it exchanges a debug secret, GETs the `off` route and GETs the `enforce` route with the
+# token, and every second exchanges a fresh custom token (each must be answered 200, exchanges with a token) while
+# every attack (exchange and challenge floods, slow issuer bodies, hostile CBOR, custom-token replays, zero-window
+# churn, ...) comes from 127.0.0.1 — the address wrk shares, since wrk cannot pick its source address — except
+# zero-window-churn, from 127.0.0.3 (issue 39: one address's churn must not spend the others' upstream share). Backend:
+# nginx (static `ok`, and /big = 10 MB). Output: one line per minute and a verdict; the table, the well-behaved
+# address's own counts (requests, failures by status) and the attacks' goes to Benchmarks/out/soak-<date>.md.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -72,14 +75,12 @@ BENCH_PIDS+=("$!")
 # $BENCH_TMP/exchanges.log); the report adds them to wrk's.
 echo 0 >"$BENCH_TMP/xfailed"
 echo 0 >"$BENCH_TMP/xvalid"
-python3 - "$GW_PORT" "$BENCH_TMP" "$SOAK_APP" "$SOAK_SECRET" <<'PY' >>"$BENCH_TMP/exchanges.log" 2>&1 &
+SOAK_TOKEN="$TOKEN" python3 - "$GW_PORT" "$BENCH_TMP" "$SOAK_APP" "$SOAK_SECRET" <<'PY' >>"$BENCH_TMP/exchanges.log" 2>&1 &
 import json, os, socket, subprocess, sys, time
 port, tmp, app, secret = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 base = "/appcheck/v1/projects/123456789012/apps/%s:" % app
-def post(method, body):
-    data = json.dumps(body).encode()
-    raw = ("POST %s%s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-           "Connection: close\r\n\r\n" % (base, method, len(data))).encode() + data
+def request(raw):
+    """(status or "no answer", first bytes) of one request on its own connection from 127.0.0.2."""
     try:
         s = socket.socket(); s.settimeout(5); s.bind(("127.0.0.2", 0)); s.connect(("127.0.0.1", port))
         s.sendall(raw); out = b""
@@ -88,37 +89,59 @@ def post(method, body):
             if not chunk: break
             out += chunk
         s.close()
-        return out.startswith(b"HTTP/1.1 200 ") and b'"token":"' in out, out[:300]
     except OSError as e:
-        return False, repr(e).encode()
+        return "error " + type(e).__name__, repr(e).encode()
+    parts = out.split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/"): return "no answer", out[:300]
+    return parts[1].decode(errors="replace"), out
+def post(method, body):
+    data = json.dumps(body).encode()
+    status, out = request(("POST %s%s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                           "Connection: close\r\n\r\n" % (base, method, len(data))).encode() + data)
+    if status == "200" and b'"token":"' not in out: status = "200 without a token"
+    return status, out[:300]
+def get(path, token=None):
+    header = "X-Firebase-AppCheck: %s\r\n" % token if token else ""
+    status, out = request(("GET %s HTTP/1.1\r\nHost: gw\r\n%sConnection: close\r\n\r\n" % (path, header)).encode())
+    return status, out[:300]
+# The address's own counts, written whole every 30 s: requests by kind, answers by status.
+counts = {"requests": 0, "issuer": 0, "proxied": 0, "by_status": {}}
 ok = failed = 0; last = time.time(); tick = 0
+def note(kind, status, what):
+    global ok, failed
+    counts["requests"] += 1; counts[kind] += 1
+    counts["by_status"][status] = counts["by_status"].get(status, 0) + 1
+    if status == "200": ok += 1
+    else:
+        failed += 1
+        print(kind, "request failed:", status, what, flush=True)
 while True:
     stopping = os.path.exists(os.path.join(tmp, "stop"))
     if not stopping:
         tick += 1
-        good, what = post("exchangeDebugToken", {"debug_token": secret})
-        ok, failed = (ok + 1, failed) if good else (ok, failed + 1)
-        if not good: print("debug exchange failed:", what, flush=True)
+        note("issuer", *post("exchangeDebugToken", {"debug_token": secret}))
+        note("proxied", *get("/"))
+        note("proxied", *get("/api/orders", os.environ["SOAK_TOKEN"]))
         if tick % 5 == 0:
             cmd = os.environ["SOAK_CUSTOM_TOKEN_CMD"]
             token = subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
-            good, what = post("exchangeCustomToken", {"custom_token": token})
-            ok, failed = (ok + 1, failed) if good else (ok, failed + 1)
-            if not good: print("custom token exchange failed:", what, flush=True)
+            note("issuer", *post("exchangeCustomToken", {"custom_token": token}))
     if time.time() - last >= 30 or stopping:
         for name, n in (("xvalid", ok), ("xfailed", failed)):
             path = os.path.join(tmp, name)
             with open(path) as f: total = int(f.read().strip() or 0)
             with open(path + ".tmp", "w") as f: f.write(str(total + n))
             os.replace(path + ".tmp", path)
+        with open(os.path.join(tmp, "good.json.tmp"), "w") as f: json.dump(counts, f)
+        os.replace(os.path.join(tmp, "good.json.tmp"), os.path.join(tmp, "good.json"))
         ok = failed = 0; last = time.time()
     if stopping: break
     time.sleep(0.2)
 PY
 BENCH_PIDS+=("$!")
 
-# Attacks in rotation, 25 s each.
-ATTACKS=(rapid-reset issuer-flood zero-window challenge-flood close-mid-body issuer-slow-body slow-body hostile-cbor
+# Attacks in rotation, 25 s each (zero-window-churn from 127.0.0.3, the rest from 127.0.0.1).
+ATTACKS=(rapid-reset issuer-flood zero-window zero-window-churn challenge-flood close-mid-body issuer-slow-body slow-body hostile-cbor
          silent custom-replay underscore hostile-tokens smuggling)
 (
     i=0
@@ -157,6 +180,30 @@ failed=$(( $(cat "$BENCH_TMP/failed") + $(cat "$BENCH_TMP/xfailed") ))
 valid=$(( $(cat "$BENCH_TMP/valid") + $(cat "$BENCH_TMP/xvalid") ))
 exchanges=$(cat "$BENCH_TMP/xvalid")
 attacks=$(wc -l <"$BENCH_TMP/attacks.log")
+# The well-behaved address's own counts, and each attack's runs and what it sent (soak_attacks.py prints one
+# "NAME CONNECTIONS REQUESTS" line per run).
+good_summary=$(python3 - "$BENCH_TMP/good.json" <<'PY'
+import json, sys
+try: c = json.load(open(sys.argv[1]))
+except (OSError, ValueError): c = {"requests": 0, "issuer": 0, "proxied": 0, "by_status": {}}
+bad = {k: v for k, v in sorted(c["by_status"].items()) if k != "200"}
+print("well-behaved address 127.0.0.2: %d requests (%d issuer exchanges, %d proxied), %d failed%s" % (
+    c["requests"], c["issuer"], c["proxied"], sum(bad.values()),
+    (" (by status: " + ", ".join("%s x %d" % kv for kv in bad.items()) + ")") if bad else ""))
+PY
+)
+attack_summary=$(python3 - "$BENCH_TMP/attacks.log" <<'PY'
+import sys
+runs = {}
+for line in open(sys.argv[1], errors="replace"):
+    f = line.split()
+    if len(f) != 3 or not f[1].isdigit() or not f[2].isdigit(): continue
+    a = runs.setdefault(f[0], {"runs": 0, "connections": 0, "requests": 0})
+    a["runs"] += 1; a["connections"] += int(f[1]); a["requests"] += int(f[2])
+print("attacks (from 127.0.0.1; zero-window-churn from 127.0.0.3): " + ("; ".join("%s %d runs, %d connections, %d requests" % (k, v["runs"], v["connections"],
+      v["requests"]) for k, v in sorted(runs.items())) or "none"))
+PY
+)
 verdict=PASS
 ratio=$(echo "$rss / $FIRST_RSS" | bc -l)
 (( $(echo "$ratio > 1.2" | bc -l) )) && verdict=FAIL
@@ -167,7 +214,10 @@ ratio=$(echo "$rss / $FIRST_RSS" | bc -l)
     echo
     printf 'end: RSS %.1f MiB (%.0f%% of the first minute'"'"'s %.1f MiB), CLOSE-WAIT %s, open connections %s, ' \
         "$(echo "$rss / 1024" | bc -l)" "$(echo "$ratio * 100" | bc -l)" "$(echo "$FIRST_RSS / 1024" | bc -l)" "$cw" "$open"
-    echo "valid requests $valid (of them issuer exchanges $exchanges), failed $failed, attack runs $attacks: $verdict"
+    echo "valid requests $valid (of them from 127.0.0.2 $exchanges), failed $failed, attack runs $attacks: $verdict"
+    echo
+    echo "$good_summary"
+    echo "$attack_summary"
 } | tee -a "$REPORT"
 log "soak: report in $REPORT"
 [ "$verdict" = PASS ]

@@ -6,6 +6,9 @@ usage: soak_attacks.py ATTACK PORT [SECONDS]
 
   rapid-reset      HTTP/2 HEADERS+RST_STREAM pairs, 300 per connection, reconnecting
   zero-window      HTTP/2 with SETTINGS_INITIAL_WINDOW_SIZE=0, 50 streams of /big, held, then dropped
+  zero-window-churn  issue 39: from 127.0.0.3, up to 36 h2c connections at a time with a zero window and 100
+                   streams of /big each, every one dropped with RST after 0.25 s and opened again (up to 14,400
+                   streams a second, each holding an upstream connection while it lasts)
   close-mid-body   h2c and HTTP/1.1 POSTs that send part of a body and close (half with RST)
   slow-body        HTTP/1.1 POSTs that announce 1 MB, send 10 bytes, then go silent
   silent           connections that send nothing
@@ -28,7 +31,8 @@ Bursts for Benchmarks/defects.sh --memory only (not in soak.sh's rotation):
   conn-storm       5,000 connections (from 127.0.1.1-10, 500 each: under max_connections_per_address) each send
                    one GET, are held 3 s, then closed; again until the time is up
 
-The issuer attacks come from 127.0.0.1; Benchmarks/soak.sh's valid exchanges from 127.0.0.2.
+The issuer attacks come from 127.0.0.1 (as does soak.sh's wrk), zero-window-churn from 127.0.0.3; Benchmarks/soak.sh's
+well-behaved client from 127.0.0.2.
 
 Prints one line: ATTACK CONNECTIONS REQUESTS. Never raises on the gateway's refusals: they are the point.
 """
@@ -126,6 +130,50 @@ def zero_window(port, seconds):
             reqs += 50
         except OSError:
             time.sleep(0.05)
+    return conns, reqs
+
+
+def zero_window_churn(port, seconds):
+    HOLD = 0.25
+    conns = reqs = 0
+    end = time.time() + seconds
+    hello = PREFACE + frame(4, 0, 0, struct.pack(">HI", 4, 0))
+    streams = b"".join(frame(1, 0x5, 2 * i + 1, hpack_get("/big")) for i in range(100))
+    live = []  # (socket, opened at)
+    while time.time() < end:
+        now = time.time()
+        kept = []
+        for s, opened in live:
+            if now - opened >= HOLD:
+                rst_close(s)
+                continue
+            kept.append((s, opened))
+            try:
+                s.recv(65536)  # the answers' heads and refusals; never a window update
+            except (BlockingIOError, socket.timeout):
+                pass
+            except OSError:
+                pass
+        live = kept
+        while len(live) < 36 and time.time() < end:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.3", 0))
+                s.settimeout(2)
+                s.connect((HOST, port))
+                s.sendall(hello + streams)
+                s.setblocking(False)
+            except OSError:
+                s.close()
+                time.sleep(0.05)
+                break
+            live.append((s, time.time()))
+            conns += 1
+            reqs += 100
+            time.sleep(HOLD / 36)  # spread the connections over the hold time: a steady churn
+        time.sleep(0.01)
+    for s, _ in live:
+        rst_close(s)
     return conns, reqs
 
 
@@ -433,7 +481,8 @@ def conn_storm(port, seconds, total=5000, sources=10, hold=3):
 
 
 ATTACKS = {
-    "rapid-reset": rapid_reset, "zero-window": zero_window, "close-mid-body": close_mid_body,
+    "rapid-reset": rapid_reset, "zero-window": zero_window, "zero-window-churn": zero_window_churn,
+    "close-mid-body": close_mid_body,
     "slow-body": slow_body, "silent": silent, "underscore": underscore, "hostile-tokens": hostile_tokens,
     "smuggling": smuggling, "issuer-flood": issuer_flood, "challenge-flood": challenge_flood,
     "issuer-slow-body": issuer_slow_body, "hostile-cbor": hostile_cbor, "custom-replay": custom_replay,

@@ -74,7 +74,8 @@ extension ConfigDecoder {
         if let value = f.value("admin_listen"), let text = string(value, "server.admin_listen") {
             if text == "off" {
                 server.adminListen = nil
-            } else if let admin = parseHostPort(text, value, "server.admin_listen") {
+            } else if let admin = parseHostPort(text, value, "server.admin_listen"),
+                      bindable(admin, value, "server.admin_listen") {
                 server.adminListen = admin
                 if let clash = publicAddresses.first(where: { Self.overlaps($0.0, admin) }) {
                     error(value, "admin_listen \(admin) must not be a public listen address (\(clash.0) at \(clash.1)): /metrics is not for the internet")
@@ -128,7 +129,22 @@ extension ConfigDecoder {
 
     private func listenList(_ node: Node, _ what: String) -> [(HostPort, ConfigPosition)] {
         guard let items = list(node, what) else { return [] }
-        return items.compactMap { item in hostPort(item, what).map { ($0, ConfigPosition(item)) } }
+        return items.compactMap { item in
+            guard let address = hostPort(item, what), bindable(address, item, what) else { return nil }
+            return (address, ConfigPosition(item))
+        }
+    }
+
+    /// False (with an error at `node`) for an address `serve` cannot bind by construction: listeners are
+    /// IPv6-only sockets for IPv6 addresses (`IPV6_V6ONLY`), so an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`)
+    /// fails with EINVAL at bind (issue 39). It names the IPv4 address to write instead.
+    func bindable(_ address: HostPort, _ node: Node, _ what: String) -> Bool {
+        guard let bytes = ConfigValueParser.ipv6Bytes(address.host), bytes[0..<10].allSatisfy({ $0 == 0 }),
+              bytes[10] == 0xFF, bytes[11] == 0xFF else { return true }
+        let v4 = bytes[12...].map(String.init).joined(separator: ".")
+        error(node, "invalid address '\(address)' for \(what): an IPv4-mapped IPv6 address "
+            + "cannot be listened on (IPv6 listeners are IPv6-only); write \(v4):\(address.port)")
+        return false
     }
 
     private func decodeTLS(_ node: Node) -> (TLSSettings, [(HostPort, ConfigPosition)])? {
@@ -177,8 +193,12 @@ extension ConfigDecoder {
         var limits = LimitSettings()
         guard let f = fields(node, "server.limits", known: [
             "max_connections", "max_connections_per_address", "max_header_bytes", "max_headers", "max_body_bytes",
-            "header_timeout", "body_timeout", "idle_timeout", "shutdown_grace",
+            "header_timeout", "body_timeout", "idle_timeout", "shutdown_grace", "max_upstream_requests_per_address",
         ]) else { return limits }
+        if let v = f.value("max_upstream_requests_per_address"),
+           let n = int(v, "server.limits.max_upstream_requests_per_address", in: 0...1_000_000) {
+            limits.maxUpstreamRequestsPerAddress = n
+        }
         if let v = f.value("max_connections"), let n = int(v, "server.limits.max_connections", in: 1...10_000_000) {
             limits.maxConnections = n
         }

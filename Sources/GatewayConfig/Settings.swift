@@ -108,6 +108,12 @@ public struct LimitSettings: Sendable {
     /// Open client connections per address (IPv4 /32, IPv6 /64); one more is closed at accept. 0 = no bound.
     /// Connections from `trusted_proxies` are exempt.
     public var maxConnectionsPerAddress: Int = 1_000
+    /// Requests from one client address (IPv4 /32, IPv6 /64) in progress at one upstream, per thread; one more is
+    /// answered 503 `upstream_busy` (reason `address_busy`) without reaching the upstream. 0 = no bound. While it
+    /// is on, an address with another request in progress at the upstream may not take the last half of the
+    /// upstream's `max_connects_per_second` budget.
+    /// Peers in `trusted_proxies` are exempt. Default 256.
+    public var maxUpstreamRequestsPerAddress: Int = 256
     public var maxHeaderBytes: Int = 16 * 1024
     public var maxHeaders: Int = 100
     public var maxBodyBytes: Int64 = 10 * 1024 * 1024

@@ -43,7 +43,7 @@ public struct H2Limits: Hashable, Sendable {
     /// Counted by us: protocol "glitches" allowed per `glitchWindowSeconds` (token bucket) before
     /// GOAWAY(ENHANCE_YOUR_CALM). A glitch is: a frame nghttp2 reports invalid (`on_invalid_frame_recv`),
     /// an invalid header field, a malformed request, a stream the client resets before our response was
-    /// complete, an empty DATA frame without END_STREAM. Default 500 per 10 s.
+    /// complete, an empty DATA frame without END_STREAM (on any stream, also one already closed). Default 500 per 10 s.
     public var maxGlitches: Int
     /// See `maxGlitches`.
     public var glitchWindowSeconds: Int

@@ -111,7 +111,6 @@ extension H2ServerSession {
             }
         case NGHTTP2_DATA.rawValue:
             guard let stream = streams[id] else { return }
-            if frame.hd.length == 0 && !endStream { glitch("empty_data") }
             if endStream {
                 stream.remoteEnded = true
                 if stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil {

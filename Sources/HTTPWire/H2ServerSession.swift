@@ -62,6 +62,8 @@ public final class H2ServerSession {
     var pseudoOwner: Int32 = 0
     var controlFrames: H2TokenBucket
     var glitches: H2TokenBucket
+    /// The client's frame headers, read beside nghttp2 for the empty DATA frames it drops silently.
+    var frameScan = H2FrameHeaderScan()
     var drained: [Int32] = []
     /// Set when the session was terminated (by us or nghttp2); `receive` then refuses input.
     var closeReason: String?
@@ -145,6 +147,10 @@ public final class H2ServerSession {
         if errorGoAwaySent { return .closeConnection(reason: "goaway_sent") }
         guard let session else { return .closeConnection(reason: "nghttp2_init_failed") }
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .ok }
+        // Empty DATA frames count as glitches whatever their stream (CVE-2019-9518); a flood ends the session before
+        // nghttp2 reads the rest.
+        for _ in 0..<frameScan.scan(bytes) where closeReason == nil { glitch("empty_data") }
+        if let closeReason { return .closeConnection(reason: closeReason) }
         let rv = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
         if rv < 0 {
             let code: H2ErrorCode

@@ -51,7 +51,7 @@ package final class IssuerMetrics: Sendable {
 
     /// The limits of docs/issuer.md (Limits) whose refusals `appcheck_issuer_limited_total{rule}` counts apart, so an
     /// operator sees which limit a flood hit: a fixed set, so the series stay bounded.
-    package static let limitRules = ["body_budget_spent", "challenge_address_full", "challenge_store_full",
+    package static let limitRules = ["body_budget_address", "body_budget_spent", "challenge_address_full", "challenge_store_full",
                              "debug_guesses_exhausted", "rate_limited", "rate_limited_address", "rate_limited_app"]
     private let limited = Mutex<[String: Int]>([:])
 

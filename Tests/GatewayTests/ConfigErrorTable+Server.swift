@@ -28,6 +28,15 @@ extension ConfigErrorTable {
         // An anchor is defined once its node is complete: a list cannot hold itself.
         bad("server: &s [*s]\n" + tail, 1, 13, "YAML structure error: found undefined alias"),
         bad("a: 1\n---\nb: 2\n", 2, 1, "YAML structure error: a second document starts here"),
+        // Issue 39: aliases are bounded by what they stand for, written out (8 MiB): a 100 kB scalar aliased 83
+        // times, and nested lists of ten aliases each (a "billion laughs"), stop at the alias that passes it.
+        bad("x: &s \"" + String(repeating: "A", count: 100_000) + "\"\ny: [" + Array(repeating: "*s", count: 100).joined(separator: ", ")
+            + "]\n", 2, 5 + 4 * 82, "YAML structure error: with its aliases written out the configuration passes 8MiB here"),
+        bad((0..<7).map { level in
+                let name = String(UnicodeScalar(UInt8(97 + level)))
+                let item = level == 0 ? "x" : "*" + String(UnicodeScalar(UInt8(96 + level)))
+                return "\(name): &\(name) [" + Array(repeating: item, count: 10).joined(separator: ", ") + "]\n"
+            }.joined(), 7, 16, "YAML structure error: with its aliases written out the configuration passes 8MiB here"),
         bad(String(repeating: "[", count: 101) + "\n", 1, 101, "YAML structure error: lists and mappings nest deeper"),
         bad("server:\n  log_level: inf\u{1}o\n" + tail, 2, 17, "cannot read YAML: control characters are not allowed"),
     ]
@@ -79,6 +88,11 @@ extension ConfigErrorTable {
         listen("bad!host:80", "'bad!host' is not a valid host name"),
         listen("localhost:99999", "port must be a number from 0 to 65535"),
         listen("localhost", "expected host:port, the port is missing"),
+        // Issue 39: an IPv4-mapped IPv6 address passed here and then failed at bind (EINVAL on an IPv6-only socket).
+        listen("[::ffff:127.0.0.1]:18081",
+               "an IPv4-mapped IPv6 address cannot be listened on (IPv6 listeners are IPv6-only); write 127.0.0.1:18081"),
+        bad("server:\n  admin_listen: \"[::ffff:127.0.0.1]:9901\"\n" + tail, 2, 17,
+            "invalid address '[::ffff:127.0.0.1]:9901' for server.admin_listen: an IPv4-mapped IPv6 address cannot be listened on"),
         // Listeners that clash.
         bad("server:\n  listen: []\n" + tail, 2, 3, "no public listener: server.listen is empty and there is no server.tls"),
         bad("server:\n  listen: [\"0.0.0.0:8080\", \"127.0.0.1:8080\"]\n" + tail, 2, 28,

@@ -95,6 +95,24 @@ import Testing
         }
     }
 
+    /// Issue 39: a `heavy` client (its address has another request in progress at the upstream) connects only while
+    /// at least half of the burst is left (tokens 10 … 5 of 10), and a refusal takes no token; the rest stays for others.
+    @Test func heavyClientsLeaveTheLastHalfOfTheConnectBudget() {
+        var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 1, maxConnectsPerSecond: 10, now: 0)
+        var heavyConnects = 0
+        for _ in 0..<10 {
+            if case .connect = pool.acquire(now: 0, heavy: true, isUsable: { $0.usable }) { heavyConnects += 1 }
+        }
+        #expect(heavyConnects == 6, "a heavy client took \(heavyConnects) of 10 connects")
+        guard case .addressLimited = pool.acquire(now: 0, heavy: true, isUsable: { $0.usable }) else {
+            Issue.record("heavy not limited"); return
+        }
+        for i in 0..<4 {
+            guard case .connect = pool.acquire(now: 0, isUsable: { $0.usable }) else { Issue.record("light \(i) refused"); return }
+        }
+        guard case .rateLimited = pool.acquire(now: 0, isUsable: { $0.usable }) else { Issue.record("not limited"); return }
+    }
+
     @Test func newConnectionsGoRoundRobinOverAddresses() {
         var pool = UpstreamPoolState<Conn>(maxIdle: 4, addressCount: 3)
         var picked: [Int] = []

@@ -33,12 +33,27 @@ enum BuiltinRefusal {
     case bodyTooLarge
     /// The process's budget for built-in request bodies (`BuiltinBodyBudget`) is spent: 503 with `Retry-After`.
     case bodyBudgetSpent
+    /// The client address holds its share of that budget (`BuiltinBodyBudget.perAddress`): 429 with `Retry-After`.
+    case addressBodyBudgetSpent
 }
 
 /// Request bodies of built-in handlers are buffered whole (they are small JSON documents), so their sum is bounded
 /// process-wide: a crowd of slow clients each sending most of a 64 KiB body cannot pin more than this.
 enum BuiltinBodyBudget {
     static let limit = 32 << 20
+    /// What one client address (`ClientAddressKey`: an IPv4 address or an IPv6 /64; behind a trusted proxy, the
+    /// forwarded client) may hold of `limit`: 2 MiB, 32 bodies of the largest size (64 KiB) or hundreds of real
+    /// ones (an App Attest attestation is about 5 KiB), so one address can never hold more than a sixteenth of it
+    /// (issue 39: one address with 512 trickling connections held it all).
+    static let perAddress = 2 << 20
+    /// A body must keep up on average with `minimumBytesPerSecond` once `rateGraceNS` have passed since it was
+    /// asked for: it is answered 408 (reason `body_too_slow`) and its connection closed when it arrives more slowly
+    /// (like Apache's `mod_reqtimeout` `body=10,MinRate=1024`). Each byte received pushes the deadline by
+    /// 1/`minimumBytesPerSecond` s, so 64 KiB may take 74 s, the 1-byte-per-20-s trickle of issue 39 is closed after
+    /// 10 s, and `body_timeout` (a gap between two reads) still applies on its own.
+    static let rateGraceNS: UInt64 = 10_000_000_000
+    /// See `rateGraceNS`.
+    static let minimumBytesPerSecond: UInt64 = 1024
 }
 
 /// A handler mounted at a path prefix.

@@ -40,6 +40,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
+    private(set) lazy var peerKey = ConnectionAddressKey(peer)
     /// Unprocessed input. While reading it is usually the loop's shared scratch buffer (`borrowed`); only
     /// bytes left over after processing are copied into a buffer of the connection's own, so an idle
     /// connection holds no read buffer at all.

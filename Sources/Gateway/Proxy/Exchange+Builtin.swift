@@ -29,26 +29,62 @@ extension Exchange {
             builtinAnswered(response, close: true)
         } else if case .bodyTooLarge = refusal {
             respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+        } else if case .addressBodyBudgetSpent = refusal {
+            respondError(status: 429, code: "overloaded", reason: "builtin_body_address", close: true, retryAfter: 1)
         } else {
             respondError(status: 503, code: "overloaded", reason: "builtin_body_budget", close: true, retryAfter: 1)
         }
     }
 
-    /// Takes `count` more bytes of the process's built-in body budget; false when they do not fit.
-    func reserveBuiltinBody(_ count: Int) -> Bool {
-        guard count > 0 else { return true }
-        guard let gauge = context.shared?.builtinBodyBytes else { return true }
-        guard gauge.reserve(count) else { return false }
+    /// Takes `count` more bytes of the client address's share of the built-in body budget, then of the process's;
+    /// nil when they fit, else why not (nothing taken).
+    func reserveBuiltinBody(_ count: Int) -> BuiltinRefusal? {
+        guard count > 0, let shared = context.shared else { return nil }
+        guard shared.builtinBodyShares.reserve(count, for: builtinClient, limit: BuiltinBodyBudget.perAddress) else {
+            return .addressBodyBudgetSpent
+        }
+        guard shared.builtinBodyBytes.reserve(count) else {
+            shared.builtinBodyShares.release(count, for: builtinClient)
+            return .bodyBudgetSpent
+        }
         builtinBodyReserved += count
-        return true
+        return nil
     }
 
     func releaseBuiltinBody() {
-        guard builtinBodyReserved > 0, let gauge = context.shared?.builtinBodyBytes else { return }
-        let trim = gauge.release(builtinBodyReserved)
+        if let timer = builtinRateTimer {
+            context.loop.cancel(timer)
+            builtinRateTimer = nil
+        }
+        guard builtinBodyReserved > 0, let shared = context.shared else { return }
+        shared.builtinBodyShares.release(builtinBodyReserved, for: builtinClient)
+        let trim = shared.builtinBodyBytes.release(builtinBodyReserved)
         builtinBodyReserved = 0
         builtinBody = []
         if trim { context.scheduleMemoryTrim() }
+    }
+
+    /// Holds the body now asked for to `BuiltinBodyBudget`'s minimum rate (issue 39: a trickle below
+    /// `body_timeout` kept its reservation for as long as the client liked).
+    func startBuiltinRateTimer() {
+        builtinBodyStart = context.loop.now
+        let timer = LoopTimer { [weak self] in self?.checkBuiltinBodyRate() }
+        builtinRateTimer = timer
+        context.loop.schedule(timer, at: builtinBodyStart + BuiltinBodyBudget.rateGraceNS)
+    }
+
+    /// The rate timer fired: 408 and close when the body is behind the minimum rate, else wait until it would be.
+    private func checkBuiltinBodyRate() {
+        guard case .builtinBody = machine.state, let timer = builtinRateTimer else { return }
+        let allowed = BuiltinBodyBudget.rateGraceNS
+            + UInt64(max(0, machine.bodyReceived)) * 1_000_000_000 / BuiltinBodyBudget.minimumBytesPerSecond
+        let deadline = builtinBodyStart + allowed
+        guard context.loop.now >= deadline else {
+            context.loop.schedule(timer, at: deadline)
+            return
+        }
+        builtinRateTimer = nil
+        respondError(status: 408, code: "request_timeout", reason: "body_too_slow", close: true)
     }
 
     /// The `ClientAddressKey` a built-in handler limits this client by: the peer's address, or, when the peer is

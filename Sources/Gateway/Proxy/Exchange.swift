@@ -102,6 +102,8 @@ final class Exchange: UpstreamOwner {
     /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
     var upstream: UpstreamConnection?
+    /// The client address `pool` counts this request under (`max_upstream_requests_per_address`), once admitted.
+    private var upstreamSlot: ConnectionAddressKey?
     private var chunkedUpstream = false
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
     private var pendingBody: [UInt8] = []
@@ -111,6 +113,9 @@ final class Exchange: UpstreamOwner {
     var builtinBodyReserved = 0
     /// The client's `ClientAddressKey`, for a built-in handler's limits.
     var builtinClient = ""
+    /// When the built-in body was asked for, and the timer that holds it to `BuiltinBodyBudget`'s minimum rate.
+    var builtinBodyStart: UInt64 = 0
+    var builtinRateTimer: LoopTimer?
 
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
@@ -173,11 +178,12 @@ final class Exchange: UpstreamOwner {
                 return
             }
             if !machine.requestComplete {
-                guard reserveBuiltinBody(declared) else {
-                    builtinRefused(.bodyBudgetSpent)
+                if let refusal = reserveBuiltinBody(declared) {
+                    builtinRefused(refusal)
                     return
                 }
                 builtinBody.reserveCapacity(declared)
+                startBuiltinRateTimer()
             }
             // Chosen within the head's own event: no body byte can have arrived yet.
             perform(machine.builtinChosen())
@@ -272,9 +278,23 @@ final class Exchange: UpstreamOwner {
     /// Sends the head in `LoopContext.requestHeadBuffer` (written just before) on a pooled or new connection.
     private func connectUpstream() {
         guard let pool else { return }
+        let limit = context.runtime.maxUpstreamRequestsPerAddress
+        var heavy = false
+        if limit > 0 {
+            if upstreamSlot == nil, let responder {
+                let key = responder.peerKey
+                guard pool.admit(key, limit: limit, exempt: { responder.peerTrusted }) else {
+                    upstreamFailed(.addressBusy)
+                    return
+                }
+                upstreamSlot = key
+            }
+            // Another request of the same address already in progress here (this one is counted too).
+            if let key = upstreamSlot { heavy = pool.held(key) > 1 && !(responder?.peerTrusted ?? false) }
+        }
         var upgrade = false
         if case .requested = tunnel { upgrade = true }
-        switch pool.acquire(for: self, method: method, upgrade: upgrade) {
+        switch pool.acquire(for: self, method: method, heavy: heavy, upgrade: upgrade) {
         case .failure(let kind):
             upstreamFailed(kind)
         case .success(let up):
@@ -309,9 +329,9 @@ final class Exchange: UpstreamOwner {
             // each of those parts must stay unacknowledged too, or the client's window reopens).
             return machine.upstreamBacklog(up.outBuf.readableCount) != .pauseInput && !machine.inputHeld
         case .bufferBuiltinPart:
-            guard machine.bodyReceived <= Int64(builtinBodyReserved)
-                    || reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) else {
-                builtinRefused(.bodyBudgetSpent)
+            if machine.bodyReceived > Int64(builtinBodyReserved),
+               let refusal = reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) {
+                builtinRefused(refusal)
                 return true
             }
             builtinBody.append(contentsOf: bytes)
@@ -417,7 +437,7 @@ final class Exchange: UpstreamOwner {
             let answer: PendingAnswer
             if kind == .responseTimeout || kind == .connectTimeout {
                 answer = errorAnswer(status: 504, code: "upstream_timeout", reason: kind.rawValue)
-            } else if kind == .connectRateLimited {
+            } else if kind == .connectRateLimited || kind == .addressBusy {
                 answer = errorAnswer(status: 503, code: "upstream_busy", reason: kind.rawValue, retryAfter: 1)
             } else {
                 answer = errorAnswer(status: 502, code: "upstream_unavailable", reason: kind.rawValue)
@@ -431,6 +451,7 @@ final class Exchange: UpstreamOwner {
             responder?.abortResponse(exchange: self)
             finish()
         case .cancel:
+            leaveUpstreamSlot()
             releaseBuiltinBody()
             pendingBody = []
             if status == 0 { status = 499 }
@@ -509,7 +530,15 @@ final class Exchange: UpstreamOwner {
         finish()
     }
 
+    /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`).
+    private func leaveUpstreamSlot() {
+        guard let key = upstreamSlot else { return }
+        upstreamSlot = nil
+        pool?.leave(key)
+    }
+
     private func finish() {
+        leaveUpstreamSlot()
         if !pendingBody.isEmpty { pendingBody = [] }
         releaseBuiltinBody()
         context.recorder.record(self)

@@ -1,3 +1,4 @@
+import EventLoop
 import HTTPWire
 
 /// The client side of one `Exchange`: an HTTP/1.1 connection (one exchange at a time) or an HTTP/2 stream. The
@@ -12,6 +13,8 @@ protocol ExchangeResponder: AnyObject {
     var peerIP: String { get }
     /// True when the client is a trusted proxy (its `X-Forwarded-*` are kept).
     var peerTrusted: Bool { get }
+    /// The peer's `ConnectionAddressKey` (IPv4 /32, IPv6 /64), for `max_upstream_requests_per_address`.
+    var peerKey: ConnectionAddressKey { get }
     /// `http` or `https` (for `X-Forwarded-Proto`).
     var scheme: String { get }
     /// A look at request body bytes the adapter already holds but has not handed over, asked once the request is

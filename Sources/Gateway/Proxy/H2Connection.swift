@@ -24,6 +24,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     let peer: SocketAddress
     let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
+    private(set) lazy var peerKey = ConnectionAddressKey(peer)
     private var session: H2ServerSession!
     private let inBuf = IOBuffer(capacity: 16 * 1024)
     let outBuf = IOBuffer(capacity: 16 * 1024)

@@ -26,6 +26,7 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     var peerIP: String { connection.peerIP }
+    var peerKey: ConnectionAddressKey { connection.peerKey }
     var peerTrusted: Bool { context.runtime.isTrusted(connection.peer) }
     var scheme: String { connection.scheme }
 

@@ -68,6 +68,9 @@ final class IssuerHandler: BuiltinHandler {
         case .bodyBudgetSpent:
             error = .unavailable("body_budget_spent")
             headers.append(("Retry-After", String(error.retryAfter ?? 1)))
+        case .addressBodyBudgetSpent:
+            error = .limited("body_budget_address")
+            headers.append(("Retry-After", String(error.retryAfter ?? 1)))
         }
         metrics.count(.failure(error, appId: "", method: "unknown"), configuredApps: service.settings)
         return BuiltinResponse(status: error.code, headers: headers, body: error.body,

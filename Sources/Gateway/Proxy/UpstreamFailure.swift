@@ -14,6 +14,10 @@ enum UpstreamFailure: String, Error, Sendable {
     case tlsFailed = "tls_failed"
     /// No idle connection and new connects are past the upstream's `max_connects_per_second` (503, never tried).
     case connectRateLimited = "connect_rate_limited"
+    /// The client address already holds its share of this upstream (`max_upstream_requests_per_address`), or has
+    /// another request in progress there while the upstream's connect budget is down to its last half (503, never
+    /// tried).
+    case addressBusy = "address_busy"
 
     var isRetryable: Bool { self == .staleConnection }
 }

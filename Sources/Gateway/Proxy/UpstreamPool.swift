@@ -13,6 +13,9 @@ final class UpstreamPool {
     private let contextRef: Unretained<LoopContext>
     var context: LoopContext { @inline(__always) get { contextRef.value } }
     private var state: UpstreamPoolState<UpstreamConnection>
+    /// Requests in progress at this upstream per client address, on this loop (`max_upstream_requests_per_address`).
+    /// Addresses at 0 are removed, so it holds at most one entry per request in progress.
+    private var perAddress: [ConnectionAddressKey: Int] = [:]
     /// Set when a reload replaced this pool: connections finish their exchange and close.
     var retired: Bool { state.retired }
 
@@ -27,13 +30,37 @@ final class UpstreamPool {
 
     var idleCount: Int { state.idle.count }
 
-    /// A connection for one exchange: an idle one if any, else a new non-blocking connect. `upgrade`: a WebSocket
-    /// handshake, always on a new connection (never the keep-alive pool; still within `max_connects_per_second`).
-    func acquire(for client: UpstreamOwner, method: String,
+    /// Counts one more request of `key` at this upstream; false, counting nothing, when the address already holds
+    /// `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false.
+    func admit(_ key: ConnectionAddressKey, limit: Int, exempt: () -> Bool) -> Bool {
+        let held = perAddress[key, default: 0]
+        if limit > 0 && held >= limit && !exempt() { return false }
+        perAddress[key] = held + 1
+        return true
+    }
+
+    /// A request `admit` counted is over.
+    func leave(_ key: ConnectionAddressKey) {
+        guard let held = perAddress[key] else { return }
+        if held > 1 {
+            perAddress[key] = held - 1
+        } else {
+            perAddress.removeValue(forKey: key)
+            if perAddress.isEmpty && perAddress.capacity > 1024 { perAddress = [:] }
+        }
+    }
+
+    /// Requests of `key` in progress at this upstream on this loop.
+    func held(_ key: ConnectionAddressKey) -> Int { perAddress[key, default: 0] }
+
+    /// A connection for one exchange: an idle one if any, else a new non-blocking connect. `heavy`: see
+    /// `UpstreamPoolState.acquire`. `upgrade`: a WebSocket handshake, always on a new connection (never the
+    /// keep-alive pool; still within `max_connects_per_second`).
+    func acquire(for client: UpstreamOwner, method: String, heavy: Bool = false,
                  upgrade: Bool = false) -> Result<UpstreamConnection, UpstreamFailure> {
         let address: SocketAddress
-        switch upgrade ? state.newConnection(now: context.loop.now)
-                       : state.acquire(now: context.loop.now, isUsable: { $0.isUsable }) {
+        switch upgrade ? state.newConnection(now: context.loop.now, heavy: heavy)
+                       : state.acquire(now: context.loop.now, heavy: heavy, isUsable: { $0.isUsable }) {
         case let .reuse(conn, stale):
             for c in stale { c.close() }
             conn.attach(client, method: method, reused: true)
@@ -47,6 +74,9 @@ final class UpstreamPool {
         case let .rateLimited(stale):
             for c in stale { c.close() }
             return .failure(.connectRateLimited)
+        case let .addressLimited(stale):
+            for c in stale { c.close() }
+            return .failure(.addressBusy)
         }
         let connected: (fd: Int32, connected: Bool)
         do { connected = try Socket.connect(address) } catch { return .failure(.connectRefused) }

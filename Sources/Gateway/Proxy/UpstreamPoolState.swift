@@ -18,6 +18,8 @@ struct UpstreamPoolState<Connection: AnyObject> {
         case noAddress(close: [Connection])
         /// No idle connection, and new connects are past `maxConnectsPerSecond`.
         case rateLimited(close: [Connection])
+        /// No idle connection, and the client is `heavy` while the connect budget is down to its last half.
+        case addressLimited(close: [Connection])
     }
 
     let maxIdle: Int
@@ -39,19 +41,22 @@ struct UpstreamPoolState<Connection: AnyObject> {
     }
 
     /// A connection for one exchange at monotonic time `now` (nanoseconds). `isUsable` tells whether an idle
-    /// connection is still open and clean.
-    mutating func acquire(now: UInt64 = 0, isUsable: (Connection) -> Bool) -> Acquire {
+    /// connection is still open and clean. `heavy`: the client address has another request in progress at this
+    /// upstream (`max_upstream_requests_per_address` is on), so it may connect only while at least half of the
+    /// connect burst is left; the rest is kept for other addresses (issue 39: one address churning zero-window streams
+    /// spent the whole budget and everyone got 503).
+    mutating func acquire(now: UInt64 = 0, heavy: Bool = false, isUsable: (Connection) -> Bool) -> Acquire {
         var stale: [Connection] = []
         while let conn = idle.popLast() {
             if isUsable(conn) { return .reuse(conn, close: stale) }
             stale.append(conn)
         }
-        return newConnection(now: now, closing: stale)
+        return newConnection(now: now, heavy: heavy, closing: stale)
     }
 
     /// A new connection whatever is idle (a WebSocket handshake never takes a pooled one), within the same address
     /// rotation and connect rate.
-    mutating func newConnection(now: UInt64, closing stale: [Connection] = []) -> Acquire {
+    mutating func newConnection(now: UInt64, heavy: Bool = false, closing stale: [Connection] = []) -> Acquire {
         guard addressCount > 0 else { return .noAddress(close: stale) }
         if maxConnectsPerSecond > 0 {
             if now > tokensAt {
@@ -59,6 +64,7 @@ struct UpstreamPoolState<Connection: AnyObject> {
                 tokensAt = now
             }
             guard connectTokens >= 1 else { return .rateLimited(close: stale) }
+            if heavy && connectTokens < maxConnectsPerSecond / 2 { return .addressLimited(close: stale) }
             connectTokens -= 1
         }
         let address = nextAddress % addressCount

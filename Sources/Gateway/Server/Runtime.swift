@@ -25,6 +25,8 @@ final class Runtime: Sendable {
     let bodyTimeoutNS: UInt64
     /// `server.limits.max_connections_per_address` (0 = no bound), read at every accept.
     let maxConnectionsPerAddress: Int
+    /// `server.limits.max_upstream_requests_per_address` (0 = no bound), read when a request goes to its upstream.
+    let maxUpstreamRequestsPerAddress: Int
     /// The App Check rules of docs/behaviour.md from `app_check` and `replay.limited_use_max_ttl`.
     let policy: AppCheckPolicy
     /// The rules for tokens of the gateway's own issuer (docs/issuer.md): `iss` its own, limited-use lifetimes up to
@@ -46,6 +48,7 @@ final class Runtime: Sendable {
         headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
         bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)
         maxConnectionsPerAddress = settings.server.limits.maxConnectionsPerAddress
+        maxUpstreamRequestsPerAddress = settings.server.limits.maxUpstreamRequestsPerAddress
         policy = settings.appCheckPolicy
         firebaseUnused = settings.appCheck.jwks.isNone
         trustedIssuerPolicies = settings.appCheck.trustedIssuers.map { settings.appCheckPolicy.withIssuer($0.iss) }

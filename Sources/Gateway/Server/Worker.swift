@@ -253,6 +253,8 @@ final class SharedState: Sendable {
     /// Request bodies built-in handlers (the issuer) hold in the process (`gateway_builtin_buffered_body_bytes`):
     /// past `BuiltinBodyBudget.limit`, new such requests are answered 503 at once (docs/issuer.md, Limits).
     let builtinBodyBytes = BufferGauge(limit: BuiltinBodyBudget.limit, trimHighWater: 4 << 20)
+    /// The same bytes per client address: each holds at most `BuiltinBodyBudget.perAddress` (issue 39).
+    let builtinBodyShares = BuiltinBodyShares()
     /// Trims the heap after a burst of connections or buffered bytes (`MemoryReclaimer`).
     let reclaimer = MemoryReclaimer()
 }
