@@ -196,7 +196,7 @@ import TestSupport
     }
 
     static func harness(_ issuer: LocalIssuer, _ ws: PythonUpstream, extraRoutes: String = "",
-                        upstreamExtra: String = "") throws -> GatewayHarness {
+                        upstreamExtra: String = "", limits: [String: String] = [:]) throws -> GatewayHarness {
         let h = try GatewayHarness {
             GatewayHarness.config(upstream: $0, routes: """
               - { name: chat, prefix: /ws/, upstream: ws, enforcement: enforce, websocket: true }
@@ -204,7 +204,7 @@ import TestSupport
               - { name: quiet, prefix: /quiet/, upstream: ws, enforcement: off, websocket: true, stream_idle_timeout: 1s }
               - { name: plain, prefix: /plain/, upstream: ws, enforcement: off }
             \(extraRoutes)
-            """, appCheck: """
+            """, limits: limits, appCheck: """
               project_id: "\(AppCheckEndToEndTests.projectId)"
               clock_skew: 0s
               jwks:
@@ -470,6 +470,29 @@ import TestSupport
             if head.suffix(4) == [13, 10, 13, 10] { break }
         }
         return (fd, String(decoding: head, as: UTF8.self))
+    }
+
+    /// A tunnel counts as a connection, not as an upstream request: once upgraded it gives back its count under
+    /// `max_upstream_requests_per_address`, so more tunnels than that bound stay open at once from one address, and
+    /// a plain request still reaches the upstream beside them.
+    @Test func openTunnelsDoNotHoldThePerAddressUpstreamBound() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let ws = try PythonUpstream("ws")
+        defer { ws.stop() }
+        let h = try Self.harness(issuer, ws, extraRoutes: "  - { name: open, prefix: /open/, upstream: ws, enforcement: off, websocket: true }",
+                                 limits: ["max_upstream_requests_per_address": "2"])
+        defer { h.stop() }
+        var open: [Int32] = []
+        defer { for fd in open { Glibc.close(fd) } }
+        for i in 0..<4 {
+            let (fd, head) = try Self.rawHandshake(port: h.port, path: "/open/hold")
+            open.append(fd)
+            #expect(head.hasPrefix("HTTP/1.1 101"), "tunnel \(i): \(head)")
+        }
+        let (fd, head) = try Self.rawHandshake(port: h.port, path: "/open/hold")
+        open.append(fd)
+        #expect(head.hasPrefix("HTTP/1.1 101"), "a fifth tunnel beside four open ones: \(head)")
     }
 
     /// `SIGTERM`: a tunnel is closed at the end of `shutdown_grace` (both sides), logged `shutdown`, and the process

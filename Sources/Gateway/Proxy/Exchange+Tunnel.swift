@@ -69,6 +69,7 @@ extension Exchange {
         upstreamEnd = context.loop.now
         status = 101
         upstream = nil
+        leaveUpstreamSlot()
         let relay = TunnelRelay(client: client, upstream: up, exchange: self, idleTimeout: idle, loop: context.loop)
         tunnel = .open(relay)
         responder = nil

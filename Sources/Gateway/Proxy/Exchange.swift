@@ -530,8 +530,9 @@ final class Exchange: UpstreamOwner {
         finish()
     }
 
-    /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`).
-    private func leaveUpstreamSlot() {
+    /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`): when the exchange
+    /// finishes, or when its WebSocket handshake became a tunnel (which then counts as a connection only).
+    func leaveUpstreamSlot() {
         guard let key = upstreamSlot else { return }
         upstreamSlot = nil
         pool?.leave(key)
