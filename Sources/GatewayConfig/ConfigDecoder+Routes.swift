@@ -4,6 +4,7 @@ extension ConfigDecoder {
     static let routeKeys = [
         "name", "path", "prefix", "methods", "upstream", "enforcement", "replay_protection", "max_body_bytes",
         "forward_token", "cors_preflight", "providers", "max_risk", "require_risk",
+        "dpop", "dpop_max_age",
     ]
 
     /// What the shadowing check needs to know of a route that has already been read.
@@ -121,6 +122,7 @@ extension ConfigDecoder {
 
             let providers = decodeProviders(f, context, enforcement: enforcement)
             let risk = decodeRouteRisk(f, context, enforcement: enforcement)
+            let dpop = decodeRouteDPoP(f, context, enforcement: enforcement)
 
             if let match, let matchNode {
                 if let shadow = seen.first(where: { Self.covers($0.match, $0.methods, match, methods) }) {
@@ -139,6 +141,7 @@ extension ConfigDecoder {
             route.corsPreflight = cors
             route.providers = providers
             (route.maxRisk, route.requireRisk) = risk
+            (route.dpop, route.dpopMaxAge) = dpop
             routes.append(route)
         }
         return routes

@@ -204,6 +204,10 @@ public struct RouteSettings: Sendable {
     public var maxRisk: Int? = nil
     /// `require_risk`: with `maxRisk`, a token without a `risk` claim is refused too (`risk_unknown`).
     public var requireRisk: Bool = false
+    /// `dpop`: what the route asks of key-bound tokens (SPEC §4.4); default `optional`.
+    public var dpop: DPoPMode = .optional
+    /// `dpop_max_age`: how old a proof's `iat` may be, seconds; default 60.
+    public var dpopMaxAge: Double = 60
     public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
         self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes
     }
