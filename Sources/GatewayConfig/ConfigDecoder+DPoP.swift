@@ -1,4 +1,12 @@
 extension ConfigDecoder {
+    /// The DPoP key of an issuer app (SPEC §10 "Key-bound tokens").
+    static let dpopAppKeys = ["require_dpop"]
+
+    /// `require_dpop: true | false` (default false) of `issuer.apps[]`.
+    func decodeAppDPoP(_ f: ConfigFields, _ context: String, into app: inout IssuerAppSettings) {
+        if let v = f.value("require_dpop"), let b = bool(v, "\(context).require_dpop") { app.requireDPoP = b }
+    }
+
     /// The longest `dpop_max_age` accepted: a proof is meant for one request, sent at once.
     static let maxDPoPMaxAge: Double = 3600
 
