@@ -45,11 +45,13 @@ conformance: build
 # The custom-token examples of docs/issuer.md (Python with PyJWT from PyPI, Node without packages) minting tokens
 # that a running gateway exchanges once (Tests/examples/custom-token.sh); then a gateway with no Google service
 # (app_check.jwks.url: none) whose minted token PyJWT verifies through OIDC discovery alone, ending with
-# `oidc-discovery: PASS` or `FAIL` (Tests/examples/oidc-discovery.sh).
+# `oidc-discovery: PASS` or `FAIL` (Tests/examples/oidc-discovery.sh); then the Python DPoP client of docs/dpop.md
+# (PyJWT and cryptography) against a gateway with an issuer, every §4.4 rule refused on its own (Tests/examples/dpop.sh).
 examples: build
 	@.ci/ensure-packages python3-venv nodejs
 	Tests/examples/custom-token.sh
 	Tests/examples/oidc-discovery.sh
+	Tests/examples/dpop.sh
 
 # Every libFuzzer target in Fuzz/ for FUZZ_SECONDS (default 15) each; fails on any crash, leak or timeout.
 # Long runs by hand: Fuzz/run.sh TARGET [SECONDS]. See Fuzz/README.md.

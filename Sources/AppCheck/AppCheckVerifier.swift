@@ -32,7 +32,8 @@ public enum AppCheckVerifier {
     /// 6. `iat <= now + clockSkew` (else `issuedInFuture`);
     /// 7. `exp - iat <= maxLifetime` (else `lifetimeTooLong`; exactly 7 days passes);
     /// 8. `nbf`, when present, a number (else `malformed`) `<= now + clockSkew` (else `issuedInFuture`);
-    /// 9. `jti`, when present, a non-empty string (else `malformed`); `provider`, when present, likewise;
+    /// 9. `jti`, when present, a non-empty string (else `malformed`); `provider`, when present, likewise; `cnf`,
+    ///    when present, an object with a non-empty string `jkt` (else `malformed`);
     /// 10. every `aud` member a string (else `malformed`) — last, as docs/behaviour.md lists it.
     ///
     /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
@@ -78,6 +79,17 @@ public enum AppCheckVerifier {
             provider = value
         }
 
+        // SPEC §4.4: a bound token names its key's thumbprint; a `cnf` this gateway cannot check is no binding to
+        // ignore (the issuer meant the token for one key only), so it is refused.
+        var boundThumbprint: String? = nil
+        switch claims.cnf {
+        case .absent: break
+        case .wrongType: return .failure(.malformed)
+        case .value(let cnf):
+            guard let jkt = cnf.member("jkt")?.stringValue, !jkt.isEmpty else { return .failure(.malformed) }
+            boundThumbprint = jkt
+        }
+
         guard claims.audAllStrings, case .value(let audiences) = claims.aud else { return .failure(.malformed) }  // a member not a string
 
         let replayKey: SHA256Digest.Value
@@ -91,7 +103,8 @@ public enum AppCheckVerifier {
         }
         // Built in place in the result (no copy of a mutable local).
         return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audienceValues: audiences,
-                                       replayKey: replayKey, provider: provider, risk: RiskClaim(claims.risk)))
+                                       replayKey: replayKey, provider: provider, risk: RiskClaim(claims.risk),
+                                       boundThumbprint: boundThumbprint))
     }
 
     /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.

@@ -6,9 +6,9 @@ extension StrictJSON {
     /// Up to `MemberSlots.count` member values that `scanObject` keeps, by slot (`v0` is slot 0, …). Separate stored
     /// properties, not a tuple: reading one slot then copies that value alone.
     struct MemberSlots {
-        static let count = 9
+        static let count = 10
         var v0: JSONValue?, v1: JSONValue?, v2: JSONValue?, v3: JSONValue?, v4: JSONValue?, v5: JSONValue?
-        var v6: JSONValue?, v7: JSONValue?, v8: JSONValue?
+        var v6: JSONValue?, v7: JSONValue?, v8: JSONValue?, v9: JSONValue?
 
         /// The value in slot `slot` (0 ..< `count`).
         func get(_ slot: Int) -> JSONValue? {
@@ -21,7 +21,8 @@ extension StrictJSON {
             case 5: v5
             case 6: v6
             case 7: v7
-            default: v8
+            case 8: v8
+            default: v9
             }
         }
 
@@ -36,7 +37,8 @@ extension StrictJSON {
             case 5: v5 = value
             case 6: v6 = value
             case 7: v7 = value
-            default: v8 = value
+            case 8: v8 = value
+            default: v9 = value
             }
         }
     }
@@ -398,7 +400,7 @@ extension StrictJSON {
         } catch {
             return nil
         }
-        return [slots.v0, slots.v1, slots.v2, slots.v3, slots.v4, slots.v5, slots.v6, slots.v7, slots.v8]
+        return [slots.v0, slots.v1, slots.v2, slots.v3, slots.v4, slots.v5, slots.v6, slots.v7, slots.v8, slots.v9]
     }
 
     /// The payload claim names `scannedClaims` reports, in its order.

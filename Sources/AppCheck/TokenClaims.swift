@@ -36,6 +36,9 @@ public struct TokenClaims: Sendable {
     let provider: Claim<String>
     /// `risk`: App Attest's risk metric in the gateway's own tokens (judged only on routes with `max_risk`).
     let risk: Claim<Double>
+    /// `cnf` (RFC 7800): the confirmation of a token bound to a key (SPEC §4.4); only `{"jkt": "<thumbprint>"}` is
+    /// understood (`AppCheckVerifier.checkClaims` refuses any other form as `malformed`).
+    let cnf: Claim<JSONValue>
     /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
     let jtiReplayKey: SHA256Digest.Value?
 
@@ -63,6 +66,7 @@ public struct TokenClaims: Sendable {
         jti = Self.string(found.v6.take())
         provider = Self.string(found.v7.take())
         risk = Self.number(found.v8.take())
+        cnf = found.v9.take().map { .value($0) } ?? .absent
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
         if let sub = sub.value, let jti = jti.value {
             jtiReplayKey = Self.jtiReplayKey(sub: sub, jti: jti)
@@ -125,7 +129,7 @@ public struct TokenClaims: Sendable {
     }
 
     /// The claims decoded here, in the order of `found` in `init`.
-    static let claimNames = ["iss", "aud", "sub", "exp", "iat", "nbf", "jti", "provider", "risk"]
+    static let claimNames = ["iss", "aud", "sub", "exp", "iat", "nbf", "jti", "provider", "risk", "cnf"]
     /// The index in `claimNames` of a packed member name (little-endian bytes), or nil: a switch on the packed
     /// value, no hashing (a test holds the constants to `claimNames`).
     static func claimIndex(_ key: JSONValue.ShortKey) -> Int? {
@@ -139,6 +143,7 @@ public struct TokenClaims: Sendable {
         case (3, 0x69_74_6A): return 6          // jti
         case (8, 0x72_65_64_69_76_6F_72_70): return 7  // provider
         case (4, 0x6B_73_69_72): return 8       // risk
+        case (3, 0x66_6E_63): return 9          // cnf
         default: return nil
         }
     }

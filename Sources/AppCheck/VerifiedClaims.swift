@@ -22,6 +22,9 @@ public struct VerifiedClaims: Sendable, Equatable {
     public var provider: String? = nil
     /// The `risk` claim of the gateway's own App Attest tokens (Apple's risk metric), as the route step judges it.
     public var risk: RiskClaim = .absent
+    /// `cnf.jkt` of a token bound to a key (SPEC §4.4): the RFC 7638 thumbprint a DPoP proof's key must have; nil for
+    /// a bearer token (every token Firebase mints).
+    public var boundThumbprint: String? = nil
 
     /// `exp - iat`, the lifetime the issuer gave the token.
     public var lifetime: Double { expiresAt - issuedAt }

@@ -182,7 +182,7 @@ extension ConfigDecoder {
         guard let f = fields(node, context, known: [
             "app_id", "team_id", "bundle_id", "app_attest", "device_check", "debug_secrets", "session_ttl", "limited_use_ttl",
             "max_exchanges_per_second", "android",
-        ] + Self.fraudRiskAppKeys) else { return nil }
+        ] + Self.fraudRiskAppKeys + Self.dpopAppKeys) else { return nil }
         var appId: String?
         if let v = f.value("app_id"), let text = nonEmptyString(v, "\(context).app_id") {
             switch Self.appIdProjectNumber(text) {
@@ -242,6 +242,7 @@ extension ConfigDecoder {
             app.maxExchangesPerSecond = n
         }
         decodeFraudRisk(f, context, into: &app)
+        decodeAppDPoP(f, context, into: &app)
         if appId != nil, !customTokens, app.methods.isEmpty, f.value("app_attest") == nil, f.value("device_check") == nil,
            f.value("debug_secrets") == nil, f.value("android") == nil {
             error(f.position, "\(context) enables no method: add app_attest, android, device_check, debug_secrets or custom_token_issuers")

@@ -4,6 +4,7 @@ extension ConfigDecoder {
     static let routeKeys = [
         "name", "path", "prefix", "methods", "upstream", "enforcement", "replay_protection", "max_body_bytes",
         "forward_token", "cors_preflight", "providers", "max_risk", "require_risk", "websocket", "stream_idle_timeout",
+        "dpop", "dpop_max_age",
     ]
 
     /// What the shadowing check needs to know of a route that has already been read.
@@ -122,6 +123,7 @@ extension ConfigDecoder {
             let providers = decodeProviders(f, context, enforcement: enforcement)
             let (websocket, streamIdle) = decodeStreams(f, context)
             let risk = decodeRouteRisk(f, context, enforcement: enforcement)
+            let dpop = decodeRouteDPoP(f, context, enforcement: enforcement)
 
             if let match, let matchNode {
                 if let shadow = seen.first(where: { Self.covers($0.match, $0.methods, match, methods) }) {
@@ -142,6 +144,7 @@ extension ConfigDecoder {
             (route.maxRisk, route.requireRisk) = risk
             route.websocket = websocket
             route.streamIdleTimeout = streamIdle
+            (route.dpop, route.dpopMaxAge) = dpop
             routes.append(route)
         }
         return routes

@@ -91,6 +91,8 @@ public struct IssuerAppSettings: Sendable {
     public var maxRiskMetric: Int = 0
     /// Refuse assertions from keys whose risk metric is unknown (only with `max_risk_metric`).
     public var requireRiskMetric = false
+    /// `require_dpop`: exchanges without a DPoP proof are refused (400), so every token minted is bound (SPEC §10).
+    public var requireDPoP = false
 
     public init(appId: String) { self.appId = appId }
 

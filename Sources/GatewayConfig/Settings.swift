@@ -222,6 +222,10 @@ public struct RouteSettings: Sendable {
     public var streamIdleTimeout: Double? = nil
     /// A tunnel's idle bound when the route sets no `stream_idle_timeout`: 5 minutes (SPEC §6.1).
     public static let defaultTunnelIdleTimeout: Double = 300
+    /// `dpop`: what the route asks of key-bound tokens (SPEC §4.4); default `optional`.
+    public var dpop: DPoPMode = .optional
+    /// `dpop_max_age`: how old a proof's `iat` may be, seconds; default 60.
+    public var dpopMaxAge: Double = 60
     public init(name: String, match: RouteMatch, upstreamIndex: Int, maxBodyBytes: Int64) {
         self.name = name; self.match = match; self.upstreamIndex = upstreamIndex; self.maxBodyBytes = maxBodyBytes
     }

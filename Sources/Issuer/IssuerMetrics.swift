@@ -46,6 +46,8 @@ package final class IssuerMetrics: Sendable {
     }
 
     private let counts = Mutex<[Key: Recent]>([:])
+    /// Tokens minted bound to a DPoP key (`IssuerDPoP`).
+    package let bound = IssuerBoundCounter()
 
     package init() {}
 

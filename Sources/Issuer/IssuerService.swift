@@ -128,7 +128,7 @@ public final class IssuerService: Sendable {
             ("response_types_supported", "[\"id_token\"]"),
             ("subject_types_supported", "[\"public\"]"),
             ("id_token_signing_alg_values_supported", "[\"RS256\"]"),
-            ("claims_supported", "[" + ["iss", "sub", "aud", "iat", "exp", "jti", "provider", "risk"].map(JSONText.quote)
+            ("claims_supported", "[" + ["iss", "sub", "aud", "iat", "exp", "jti", "provider", "risk", "cnf"].map(JSONText.quote)
                 .joined(separator: ",") + "]"),
         ]
         return "{" + fields.map { JSONText.quote($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
@@ -430,7 +430,8 @@ public final class IssuerService: Sendable {
         let header = "{\"alg\":\"RS256\",\"kid\":\(JSONText.quote(keys.signer.kid)),\"typ\":\"JWT\"}"
         let claims = "{\"iss\":\(JSONText.quote(tokenIssuer)),\"sub\":\(JSONText.quote(app.appId))"
             + ",\"aud\":[\(audiences.joined(separator: ","))],\"iat\":\(now),\"exp\":\(now + ttl)"
-            + ",\"jti\":\"\(jti)\",\"provider\":\(JSONText.quote(provider))" + (risk.map { ",\"risk\":\($0)" } ?? "") + "}"
+            + ",\"jti\":\"\(jti)\",\"provider\":\(JSONText.quote(provider))" + (risk.map { ",\"risk\":\($0)" } ?? "")
+            + IssuerDPoP.cnfMember + "}"
         do {
             return try TokenMinter.mintRaw(headerJSON: header, payloadJSON: claims, key: keys.signer.key)
         } catch {

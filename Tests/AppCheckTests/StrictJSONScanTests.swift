@@ -29,7 +29,7 @@ import Testing
         }
         #expect(scanError == nil, "scan refused what parse accepted (\(String(describing: scanError))): \(text)",
                 sourceLocation: sourceLocation)
-        let kept = [slots.v0, slots.v1, slots.v2, slots.v3, slots.v4, slots.v5, slots.v6, slots.v7, slots.v8]
+        let kept = [slots.v0, slots.v1, slots.v2, slots.v3, slots.v4, slots.v5, slots.v6, slots.v7, slots.v8, slots.v9]
         for (index, name) in TokenClaims.claimNames.enumerated() {
             #expect(kept[index] == members.first(where: { $0.key.utf8.elementsEqual(name.utf8) })?.value,
                     "\(name) in \(text)", sourceLocation: sourceLocation)

@@ -87,7 +87,7 @@ func bad(_ yaml: String, _ line: Int, _ column: Int, _ fragment: String, errors:
 }
 
 enum ConfigErrorTable {
-    static var all: [ConfigErrorCase] { loader + server + tls + appCheck + replay + upstreams + dashboard + routes + issuer + issuerApps }
+    static var all: [ConfigErrorCase] { loader + server + tls + appCheck + replay + upstreams + dashboard + routes + dpop + issuer + issuerApps }
 
     /// The smallest valid file (`app_check`, one upstream, one route), 9 lines.
     static let tail = ConfigFixture.minimal + "\n"

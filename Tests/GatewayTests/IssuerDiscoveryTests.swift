@@ -45,7 +45,7 @@ import Testing
         #expect(text.contains(#""response_types_supported":["id_token"]"#))
         #expect(text.contains(#""subject_types_supported":["public"]"#))
         #expect(text.contains(#""id_token_signing_alg_values_supported":["RS256"]"#))
-        #expect(text.contains(#""claims_supported":["iss","sub","aud","iat","exp","jti","provider","risk"]"#))
+        #expect(text.contains(#""claims_supported":["iss","sub","aud","iat","exp","jti","provider","risk","cnf"]"#))
         #expect(!text.contains(#"\/"#), "slashes are not escaped")
     }
 

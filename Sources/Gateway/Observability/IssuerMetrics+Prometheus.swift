@@ -9,6 +9,11 @@ extension IssuerMetrics {
             t.sample("appcheck_issuer_exchanges_total", [("app_id", key.appId), ("method", key.method), ("result", key.result)],
                      total)
         }
+        t.family("appcheck_issuer_bound_tokens_total", "counter",
+                 "Tokens minted bound to a DPoP key (cnf.jkt), by app and method: over result=\"minted\", the bound share.")
+        for (appId, method, count) in bound.samples {
+            t.sample("appcheck_issuer_bound_tokens_total", [("app_id", appId), ("method", method)], count)
+        }
         t.family("appcheck_issuer_limited_total", "counter",
                  "Issuer calls refused by a limit, by rule (per address, per app, process ceiling, debug guesses, challenge bounds, body budget).")
         let limited = limitedCounts()

@@ -21,6 +21,8 @@ struct LoopMetrics: Sendable {
         var buckets = [Int](repeating: 0, count: LoopMetrics.durationBuckets.count)
         var durationSum = 0.0
         var durationCount = 0
+        /// Verified requests whose token was bound to a key and came with a valid DPoP proof (SPEC §4.4).
+        var dpopBound = 0
 
         /// Adds `r`'s counts; the mode becomes `r`'s (the latest).
         mutating func add(_ r: Route) {
@@ -31,6 +33,7 @@ struct LoopMetrics: Sendable {
             for i in 0..<min(buckets.count, r.buckets.count) { buckets[i] += r.buckets[i] }
             durationSum += r.durationSum
             durationCount += r.durationCount
+            dpopBound += r.dpopBound
         }
     }
 

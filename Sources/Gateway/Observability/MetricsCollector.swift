@@ -50,6 +50,12 @@ final class MetricsCollector: Sendable {
                          r.rejections[reason] ?? 0)
             }
         }
+        t.family("appcheck_dpop_bound_requests_total", "counter",
+                 "Verified requests whose token was bound to a key (cnf.jkt) and came with a valid DPoP proof, by route: over the route's verified requests, the bound share.")
+        for name in routes {
+            guard let r = m.routes[name], r.dpopBound > 0 else { continue }
+            t.sample("appcheck_dpop_bound_requests_total", [("route", name), ("mode", r.mode)], r.dpopBound)
+        }
         t.family("appcheck_token_cache_total", "counter", "Verified-token cache lookups.")
         t.sample("appcheck_token_cache_total", [("result", "hit")], m.tokenCacheHits)
         t.sample("appcheck_token_cache_total", [("result", "miss")], m.tokenCacheMisses)

@@ -172,6 +172,7 @@ final class RequestRecorder {
         if ex.appCheckRan {
             let outcome = ex.appCheck.outcome
             r.outcomes[Int(outcome.rawValue)] += 1
+            if ex.appCheck.bound { r.dpopBound += 1 }
             if outcome != .verified && outcome != .skipped, let reason = ex.appCheck.reason {
                 r.rejections[reason, default: 0] += 1
             }
@@ -228,6 +229,7 @@ final class RequestRecorder {
         } else {
             line.field("outcome", ex.appCheckRan ? ac.outcome.name : nil)
             line.field("reason", ac.reason)
+            if let rule = ac.dpopRule { line.field("dpop_rule", rule) }
         }
         line.field("app_id", ac.appId)
         let app: String

@@ -38,6 +38,10 @@ struct AppCheckOutcome {
     var appId: String?
     /// First 16 hex chars of SHA-256 of the token, for logs.
     var tokenSHA256: String?
+    /// The DPoP rule a refused proof failed (SPEC §4.4: `typ`, `alg`, …), for the log line.
+    var dpopRule: String? = nil
+    /// The token was bound to a key and its proof passed (counted per route: the bound share).
+    var bound = false
 
     static let skipped = AppCheckOutcome(status: .skipped, outcome: .skipped)
 }

@@ -25,6 +25,9 @@ struct StepRoute {
     /// `max_risk` and `require_risk` of the route.
     let maxRisk: Int?
     let requireRisk: Bool
+    /// `dpop` and `dpop_max_age` of the route (SPEC §4.4).
+    let dpop: DPoPMode
+    let dpopMaxAge: Double
 
     init(runtime: Runtime, index: Int) {
         self.runtime = runtime
@@ -35,6 +38,8 @@ struct StepRoute {
         limitsProviders = !runtime.routes[index].providers.isEmpty
         maxRisk = runtime.routes[index].maxRisk
         requireRisk = runtime.routes[index].requireRisk
+        dpop = runtime.routes[index].dpop
+        dpopMaxAge = runtime.routes[index].dpopMaxAge
     }
 
     /// `providers` of the route, read in place.
@@ -47,6 +52,8 @@ struct Rejection {
     var code: String
     var reason: String
     var retryAfter: Int? = nil
+    /// A DPoP refusal (SPEC §4.4): answered with `WWW-Authenticate: DPoP error="invalid_dpop_proof"`.
+    var dpopChallenge = false
 }
 
 /// Applies a route's App Check policy (docs/behaviour.md) for one event loop: CORS preflight bypass, header
@@ -77,7 +84,10 @@ final class AppCheckStep {
 
     var cachedTokens: Int { cache.count }
 
-    func evaluate(head: HTTPRequestHead, route: StepRoute, completion: @escaping (consuming AppCheckDecision) -> Void) {
+    /// `scheme` is the listener's (`http`/`https`) and `peerTrusted` says the client is a trusted proxy: the DPoP
+    /// check's `htu` (SPEC §4.4) needs the scheme the client used.
+    func evaluate(head: HTTPRequestHead, route: StepRoute, scheme: String, peerTrusted: Bool,
+                  completion: @escaping (consuming AppCheckDecision) -> Void) {
         if route.enforcement == .off { return completion(AppCheckDecision(outcome: .skipped)) }
         if route.corsPreflight == .bypass && head.method == "OPTIONS"
             && head.headers.contains(lowercased: "origin")
@@ -99,6 +109,7 @@ final class AppCheckStep {
         // each good for one request, so it neither looks them up nor fills the cache with them (they would push
         // session tokens out). A hit reads the token where it lies in the head: no copy.
         var key: TokenCache.Key?
+        let proofInput = DPoPInput(head: head, tokenIndex: tokenIndex, scheme: scheme, peerTrusted: peerTrusted)
         if !route.replayProtection {
             let found = head.headers.withValueBytes(at: tokenIndex) { TokenCache.Key(token: $0) }
             key = found
@@ -113,12 +124,12 @@ final class AppCheckStep {
                     fingerprint = computed
                 }
                 return conclude(hit.claims, policy: policy, now: now, fingerprint: fingerprint, route: route,
-                                completion: completion)
+                                proofInput: proofInput, completion: completion)
             }
         }
         // Parsed where it lies in the head's bytes: no copy.
         verify(token: head.headers.valueSlice(at: tokenIndex), key: key, route: route, mayWait: true,
-               completion: completion)
+               proofInput: proofInput, completion: completion)
     }
 
     /// The policy a cached token follows, when the key set that holds its `kid` is still usable; nil when none is (the
@@ -176,7 +187,7 @@ final class AppCheckStep {
     /// Not served from the cache: parse, pick the key set, verify the signature (waiting once for a key-set refetch
     /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
     private func verify(token: ArraySlice<UInt8>, key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
-                        completion: @escaping (consuming AppCheckDecision) -> Void) {
+                        proofInput: DPoPInput, completion: @escaping (consuming AppCheckDecision) -> Void) {
         let now = context.wallClock
         if key != nil { context.recorder.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
@@ -199,7 +210,8 @@ final class AppCheckStep {
         if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
             if reason == .unknownKid, mayWait, context.keyProvider?.unknownKid(parsed.kid) == true {
                 park(until: now + Self.unknownKidWait) { [weak self] in
-                    self?.verify(token: token, key: key, route: route, mayWait: false, completion: completion)
+                    self?.verify(token: token, key: key, route: route, mayWait: false, proofInput: proofInput,
+                                 completion: completion)
                 }
                 return
             }
@@ -215,13 +227,15 @@ final class AppCheckStep {
         }
         // Firebase's tokens follow the runtime's policy.
         conclude(parsed.claims, policy: found.policy ?? context.runtime.policy, now: now, fingerprint: fingerprint,
-                 route: route, completion: completion)
+                 route: route, proofInput: proofInput, completion: completion)
     }
 
     /// The checks every token passes, cached or not, in the same order (SPEC §4.2): claims and time, the route's
-    /// providers, and on replay routes the limited-use check and the single-use consumption.
+    /// providers, the DPoP proof of a bound token (SPEC §4.4, also on every cache hit), and on replay routes the
+    /// limited-use check and the single-use consumption.
     private func conclude(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
-                          route: StepRoute, completion: @escaping (consuming AppCheckDecision) -> Void) {
+                          route: StepRoute, proofInput: DPoPInput,
+                          completion: @escaping (consuming AppCheckDecision) -> Void) {
         let verified: VerifiedClaims
         switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
         case .success(let v): verified = v
@@ -231,8 +245,23 @@ final class AppCheckStep {
             ?? AppCheckVerifier.checkRisk(verified, maxRisk: route.maxRisk, requireRisk: route.requireRisk) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
-        let outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
+        if verified.boundThumbprint != nil || route.dpop == .required {
+            return checkProof(verified, input: proofInput, policy: policy, now: now, fingerprint: fingerprint,
+                              route: route, completion: completion) { [weak self] in
+                self?.limitedUse(verified, policy: policy, fingerprint: fingerprint, route: route, bound: true,
+                                 completion: completion)
+            }
+        }
+        limitedUse(verified, policy: policy, fingerprint: fingerprint, route: route, bound: false, completion: completion)
+    }
+
+    /// Step 8 of SPEC §4.2 for a token that passed everything before it: on replay routes the limited-use check and
+    /// the single-use consumption; else verified at once. `bound`: its DPoP proof passed.
+    private func limitedUse(_ verified: VerifiedClaims, policy: AppCheckPolicy, fingerprint: String?, route: StepRoute,
+                            bound: Bool, completion: @escaping (consuming AppCheckDecision) -> Void) {
+        var outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
                                       tokenSHA256: fingerprint)
+        outcome.bound = bound
         guard route.replayProtection else { return completion(AppCheckDecision(outcome: outcome)) }
         if let reason = AppCheckVerifier.checkLimitedUse(verified, policy: policy) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
@@ -264,7 +293,7 @@ final class AppCheckStep {
         }
     }
 
-    private func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {
+    func storeUnavailable(_ verified: AppCheckOutcome) -> AppCheckDecision {
         var outcome = verified
         outcome.status = .invalid
         outcome.outcome = .invalid

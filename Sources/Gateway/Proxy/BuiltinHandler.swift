@@ -15,6 +15,11 @@ struct BuiltinRequest {
     let requestId: String
     /// The client's `ClientAddressKey` (the peer, or the last `X-Forwarded-For` hop when the peer is a trusted proxy).
     let client: String
+    /// The request-target as sent, the listener's scheme and whether the peer is a trusted proxy: the issuer's DPoP
+    /// check names the exchange's URI by the rule of SPEC §4.4.
+    var target = ""
+    var scheme = "http"
+    var peerTrusted = false
 }
 
 /// What a built-in handler answers. `Content-Length` and `X-Request-Id` are added by the exchange.

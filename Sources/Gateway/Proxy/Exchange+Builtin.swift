@@ -7,7 +7,9 @@ extension Exchange {
     func runBuiltin() {
         guard let handler = builtin else { return }
         let request = BuiltinRequest(method: method, path: path, headers: head?.headers ?? HTTPHeaders(),
-                                     body: builtinBody, requestId: requestId, client: builtinClient)
+                                     body: builtinBody, requestId: requestId, client: builtinClient,
+                                     target: head?.target ?? path, scheme: responder?.scheme ?? "http",
+                                     peerTrusted: responder?.peerTrusted ?? false)
         builtinBody = []
         head = nil
         handler.handle(request) { [weak self] response in

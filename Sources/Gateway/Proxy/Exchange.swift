@@ -221,7 +221,8 @@ final class Exchange: UpstreamOwner {
             passed()
             return
         }
-        context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex)) { decision in
+        context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex),
+                                  scheme: responder?.scheme ?? "http", peerTrusted: responder?.peerTrusted ?? false) { decision in
             self.admitted(decision)
         }
     }
@@ -243,7 +244,7 @@ final class Exchange: UpstreamOwner {
         appCheckRan = true
         if let rejection = decision.rejection {
             respondError(status: rejection.status, code: rejection.code, reason: rejection.reason, close: false,
-                         retryAfter: rejection.retryAfter)
+                         retryAfter: rejection.retryAfter, dpopChallenge: rejection.dpopChallenge)
             return
         }
         passed()
@@ -496,9 +497,11 @@ final class Exchange: UpstreamOwner {
         var body: [UInt8]
     }
 
-    private func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil) -> PendingAnswer {
+    private func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil,
+                             dpopChallenge: Bool = false) -> PendingAnswer {
         var headers = [("Content-Type", "application/json")]
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        if dpopChallenge { headers.append(("WWW-Authenticate", "DPoP error=\"invalid_dpop_proof\"")) }
         // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
         // a plain 404 (no route) has none.
         if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
@@ -508,9 +511,11 @@ final class Exchange: UpstreamOwner {
 
     /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
     /// response is cut instead. `close`: the connection closes after it even when the request body was read whole.
-    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil) {
+    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil,
+                      dpopChallenge: Bool = false) {
         guard !machine.isDone else { return }
-        answer(errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter), close: close)
+        answer(errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter,
+                           dpopChallenge: dpopChallenge), close: close)
     }
 
     /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.

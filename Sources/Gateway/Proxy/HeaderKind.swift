@@ -8,6 +8,8 @@ enum HeaderKind {
     /// `X-AppCheck-*`: ours alone; a client-sent one is dropped.
     case appCheckInternal
     case token
+    /// `DPoP` (RFC 9449): the proof that goes with the token, forwarded only with it (`forward_token`).
+    case dpop
     case forwardedFor, forwardedProto, forwardedHost
     case requestId
     case contentLength
@@ -17,7 +19,9 @@ enum HeaderKind {
     static func classify(_ name: UnsafeRawBufferPointer) -> HeaderKind {
         switch name.count {
         case 2: if HTTPSyntax.equalsLowercased(name, "te") { return .hopByHop }
-        case 4: if HTTPSyntax.equalsLowercased(name, "host") { return .host }
+        case 4:
+            if HTTPSyntax.equalsLowercased(name, "host") { return .host }
+            if HTTPSyntax.equalsLowercased(name, "dpop") { return .dpop }
         case 6: if HTTPSyntax.equalsLowercased(name, "expect") { return .expect }
         case 7:
             if HTTPSyntax.equalsLowercased(name, "upgrade") || HTTPSyntax.equalsLowercased(name, "trailer") { return .hopByHop }

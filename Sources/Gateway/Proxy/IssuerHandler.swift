@@ -1,3 +1,6 @@
+import AppCheck
+import Foundation
+import HTTPWire
 import EventLoop
 import Issuer
 
@@ -49,11 +52,15 @@ final class IssuerHandler: BuiltinHandler {
         let issuerPath = issuerPath(request.path)
         let (service, metrics, loop) = (service, metrics, loop)
         let (method, body, client) = (request.method, request.body, request.client)
+        let binding = dpopBinding(request, issuerPath)
         let reply = LoopBound(respond)
         Task(executorPreference: IssuerExecutor.shared) {
             // `refuseEarly` admitted the call, and the exchange kept the body within `maxBodyBytes` while reading it.
-            let outcome = await service.process(issuerPath, httpMethod: method, body: body, client: client)
+            let outcome = await binding.run { await service.process(issuerPath, httpMethod: method, body: body, client: client) }
             metrics.count(outcome, configuredApps: service.settings)
+            if outcome.result == "minted", binding.thumbprint != nil {
+                metrics.bound.add(appId: outcome.appId, method: outcome.method)
+            }
             let response = LoopBound(IssuerHandler.response(outcome))
             loop.execute { reply.value(response.value) }
         }
@@ -86,5 +93,46 @@ final class IssuerHandler: BuiltinHandler {
                       ("rule", outcome.rule)]
         if !outcome.detail.isEmpty { fields.append(("detail", outcome.detail)) }
         return BuiltinResponse(status: outcome.status, headers: headers, body: outcome.body, logFields: fields)
+    }
+}
+
+/// The DPoP side of one issuer call (SPEC §10 "Key-bound tokens"): the thumbprint the minted token is bound to, or the
+/// refusal of the proof, decided from the request before the call runs.
+struct IssuerBinding: Sendable {
+    var thumbprint: String?
+    var refusal: IssuerOutcome?
+
+    /// The call with `IssuerDPoP.thumbprint` set for its duration (the minting code adds `cnf` from it), or the refusal.
+    func run(_ call: @Sendable () async -> IssuerOutcome) async -> IssuerOutcome {
+        if let refusal { return refusal }
+        guard let thumbprint else { return await call() }
+        return await IssuerDPoP.$thumbprint.withValue(thumbprint) { await call() }
+    }
+}
+
+extension IssuerHandler {
+    /// The `DPoP` proof of an exchange method's request, checked on the loop (one signature verification): valid, the
+    /// token will be bound; invalid, or missing for an app with `require_dpop`, the call is refused with 400.
+    func dpopBinding(_ request: BuiltinRequest, _ path: IssuerPath) -> IssuerBinding {
+        guard case let .method(_, appId, method) = path else { return IssuerBinding() }
+        let proofs = request.headers.indices(forLowercased: "dpop").map { Array(request.headers.valueSlice(at: $0)) }
+        let input = DPoPRequest.split(target: request.target)
+        let authority = input.authority ?? request.headers.firstValue(forLowercased: "host") ?? ""
+        var scheme = request.scheme
+        if request.peerTrusted, let forwarded = request.headers.firstValue(forLowercased: "x-forwarded-proto") {
+            let first = forwarded.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            if first == "http" || first == "https" { scheme = first ?? scheme }
+        }
+        let requests = IssuerDPoP.requests(scheme: scheme, authority: authority, path: input.path,
+                                           settings: service.settings, clockSkew: AppCheckPolicy.defaultClockSkew)
+        do {
+            let thumbprint = try IssuerDPoP.binding(
+                proofs: proofs, isExchange: method.rawValue.hasPrefix("exchange"),
+                requireDPoP: service.settings.app(appId)?.requireDPoP ?? false, requests: requests,
+                now: Date().timeIntervalSince1970)
+            return IssuerBinding(thumbprint: thumbprint)
+        } catch {
+            return IssuerBinding(refusal: .failure(error, appId: appId, method: method.rawValue))
+        }
     }
 }

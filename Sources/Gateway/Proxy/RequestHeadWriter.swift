@@ -69,7 +69,7 @@ enum RequestHeadWriter {
                     out.append(value)
                     checkValue()
                     out.append(static: "\r\n")
-                case .token:
+                case .token, .dpop:
                     if forwardToken {
                         out.append(name)
                         out.append(static: ": ")

@@ -156,7 +156,7 @@ public final class GatewayServer: @unchecked Sendable {
             adminListener?.close()
             throw error
         }
-        if settings.routes.contains(where: \.replayProtection) { try attachReplayStore(settings.replay, running: false) }
+        if settings.needsReplayStore { try attachReplayStore(settings.replay, running: false) }
         if !settings.appCheck.jwks.isNone { attachKeySet(settings.appCheck.jwks) }
         attachTrustedIssuers(settings.appCheck)
         if settings.appCheck.jwks.isNone {
@@ -185,7 +185,7 @@ public final class GatewayServer: @unchecked Sendable {
             || new.server.threads != old.server.threads || new.dashboard.historyFile != old.dashboard.historyFile {
             logSink.warning("listen addresses, admin_listen, threads and dashboard.history_file change only on restart")
         }
-        if new.routes.contains(where: \.replayProtection) && replayStore.withLock({ $0 == nil }) {
+        if new.needsReplayStore && replayStore.withLock({ $0 == nil }) {
             try attachReplayStore(new.replay, running: true)
         }
         // Certificates are re-read on every reload; connections keep the context they started with.

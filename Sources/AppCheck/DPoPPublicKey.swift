@@ -1,0 +1,115 @@
+import COpenSSL
+
+/// The public key of a DPoP proof's `jwk` header (RFC 9449 §4.2), for the three algorithms SPEC §4.4 accepts:
+/// ES256 (EC P-256), ES384 (EC P-384) and EdDSA (OKP Ed25519, RFC 8037). Immutable and safe to share between threads.
+public struct DPoPPublicKey: Sendable {
+    /// The JWS algorithms accepted for proofs; anything else (`none`, HS*, RS*, PS*, ES512, …) is refused.
+    public enum Algorithm: String, Sendable, CaseIterable {
+        case es256 = "ES256"
+        case es384 = "ES384"
+        case edDSA = "EdDSA"
+
+        /// The JWK `kty` and `crv` a key for this algorithm has, and the size of each coordinate in bytes.
+        var curve: (kty: String, crv: String, size: Int) {
+            switch self {
+            case .es256: ("EC", "P-256", 32)
+            case .es384: ("EC", "P-384", 48)
+            case .edDSA: ("OKP", "Ed25519", 32)
+            }
+        }
+    }
+
+    let key: EVPKey
+    public let algorithm: Algorithm
+    /// The RFC 7638 SHA-256 thumbprint, base64url without padding: what `cnf.jkt` holds (RFC 9449 §6.1).
+    public let thumbprint: String
+
+    /// DER prefixes of SubjectPublicKeyInfo for an uncompressed EC point (the point, 0x04 ‖ x ‖ y, follows).
+    static let p384Prefix: [UInt8] = [0x30, 0x76, 0x30, 0x10, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01,
+                                      0x06, 0x05, 0x2B, 0x81, 0x04, 0x00, 0x22, 0x03, 0x62, 0x00]
+
+    /// From a `jwk` header value for `algorithm`. Throws `DPoPRule.jwk` when it is not an object, has a private member
+    /// (`d`, or RSA's `p`, `q`, `dp`, `dq`, `qi`, `oth`; RFC 9449 §4.3 check 7), has a `kty`/`crv` other than the
+    /// algorithm's, coordinates of the wrong length or not strict base64url, or an EC point not on the curve.
+    public init(jwk: JSONValue, algorithm: Algorithm) throws(DPoPRule) {
+        guard case .object(let members) = jwk else { throw .jwk }
+        for member in members where Self.privateMembers.contains(member.key) { throw .jwk }
+        let want = algorithm.curve
+        guard jwk.member("kty")?.stringEquals(want.kty) == true, jwk.member("crv")?.stringEquals(want.crv) == true,
+              let xText = jwk.member("x")?.stringValue, let x = Base64URL.decode(xText), x.count == want.size else {
+            throw .jwk
+        }
+        let parsed: OpaquePointer?
+        let canonical: String
+        switch algorithm {
+        case .edDSA:
+            // RFC 8037 §2: an OKP key has no `y`.
+            guard jwk.member("y") == nil else { throw .jwk }
+            parsed = x.withUnsafeBufferPointer { EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, $0.baseAddress, $0.count) }
+            canonical = "{\"crv\":\"Ed25519\",\"kty\":\"OKP\",\"x\":\"\(Base64URL.encode(x))\"}"
+        case .es256, .es384:
+            guard let yText = jwk.member("y")?.stringValue, let y = Base64URL.decode(yText), y.count == want.size else {
+                throw .jwk
+            }
+            let der = (algorithm == .es256 ? ES256PublicKey.spkiPrefix : Self.p384Prefix) + [0x04] + x + y
+            // d2i_PUBKEY decodes the point with EC_POINT_oct2point, which refuses a point not on the curve.
+            parsed = der.withUnsafeBufferPointer { buffer in
+                var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+                return d2i_PUBKEY(nil, &cursor, buffer.count)
+            }
+            canonical = "{\"crv\":\"\(want.crv)\",\"kty\":\"EC\",\"x\":\"\(Base64URL.encode(x))\",\"y\":\"\(Base64URL.encode(y))\"}"
+        }
+        guard let parsed else { ERR_clear_error(); throw .jwk }
+        key = EVPKey(taking: parsed)
+        self.algorithm = algorithm
+        // RFC 7638 §3.2: the required members only, in lexicographic order, no whitespace.
+        thumbprint = Base64URL.encode(SHA256Digest.hash(Array(canonical.utf8)))
+    }
+
+    /// JWK members that only a private key has (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
+    static let privateMembers: Set<String> = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"]
+
+    /// True when `signature` verifies over `signingInput`: for ES256/ES384 the JOSE form R ‖ S (64 or 96 bytes,
+    /// RFC 7518 §3.4), for EdDSA the 64-byte Ed25519 signature (RFC 8037 §3.1).
+    public func verify(signingInput: UnsafeRawBufferPointer, signature: [UInt8]) -> Bool {
+        var der: [UInt8]
+        let digest: OpaquePointer?
+        switch algorithm {
+        case .edDSA:
+            guard signature.count == 64 else { return false }
+            der = signature
+            digest = nil
+        case .es256, .es384:
+            let size = algorithm.curve.size
+            guard signature.count == 2 * size, let encoded = Self.derSignature(fromJOSE: signature, size: size) else {
+                return false
+            }
+            der = encoded
+            digest = algorithm == .es256 ? EVP_sha256() : EVP_sha384()
+        }
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestVerifyInit(context, nil, digest, nil, key.pointer) == 1 else { ERR_clear_error(); return false }
+        let result = der.withUnsafeMutableBufferPointer { sig in
+            EVP_DigestVerify(context, sig.baseAddress, sig.count,
+                             signingInput.baseAddress?.assumingMemoryBound(to: UInt8.self), signingInput.count)
+        }
+        ERR_clear_error()
+        return result == 1
+    }
+
+    /// R ‖ S (each `size` bytes) → DER `ECDSA-Sig-Value` (RFC 3279 §2.2.3).
+    static func derSignature(fromJOSE raw: [UInt8], size: Int) -> [UInt8]? {
+        guard raw.count == 2 * size, let sig = ECDSA_SIG_new() else { return nil }
+        defer { ECDSA_SIG_free(sig) }
+        let r = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32(size), nil) }
+        let s = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress.map { $0 + size }, Int32(size), nil) }
+        guard let r, let s else { BN_free(r); BN_free(s); return nil }
+        guard ECDSA_SIG_set0(sig, r, s) == 1 else { BN_free(r); BN_free(s); return nil }
+        var out: UnsafeMutablePointer<UInt8>? = nil
+        let length = i2d_ECDSA_SIG(sig, &out)
+        guard length > 0, let out else { ERR_clear_error(); return nil }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+}

@@ -1,0 +1,58 @@
+/// The checks of RFC 9449 §4.3 on one DPoP proof, in the order SPEC §4.4 lists them; the first failure is the rule
+/// reported: `malformed`, `typ`, `alg`, `jwk` (`DPoPProof.parse`), then `thumbprint`, `signature`, `htm`, `htu`,
+/// `iat`, `ath`, `jti`. Single use of the `jti` is the caller's (the replay store), with `DPoPVerifiedProof.replayKey`.
+///
+/// Pure: the time is an argument (`now`, seconds since the Unix epoch); no I/O, no logging, no global state.
+public enum DPoPVerifier {
+    /// The longest `jti` accepted, in characters (Unicode scalars).
+    public static let maxJTILength = 128
+
+    public static func verify<Bytes: Collection>(_ proof: Bytes, request: DPoPRequest, now: Double)
+        -> Result<DPoPVerifiedProof, DPoPRule> where Bytes.Element == UInt8 {
+        let parsed: DPoPProof
+        do { parsed = try DPoPProof.parse(proof) } catch { return .failure(error) }
+        return verify(parsed, request: request, now: now)
+    }
+
+    /// The checks after the header's, on a parsed proof.
+    public static func verify(_ proof: DPoPProof, request: DPoPRequest, now: Double) -> Result<DPoPVerifiedProof, DPoPRule> {
+        if let expected = request.thumbprint, !utf8Equal(expected, proof.key.thumbprint) { return .failure(.thumbprint) }
+        guard proof.signatureVerifies else { return .failure(.signature) }
+        let claims = proof.payload
+        guard let htm = claims.member("htm")?.stringValue, utf8Equal(htm, request.method) else { return .failure(.htm) }
+        guard let htu = claims.member("htu")?.stringValue, request.matches(htu: htu) else { return .failure(.htu) }
+        guard let iat = claims.member("iat")?.numberValue,
+              iat >= now - request.maxAge - request.clockSkew, iat <= now + request.clockSkew else {
+            return .failure(.iat)
+        }
+        if let token = request.accessToken {
+            guard let ath = claims.member("ath")?.stringValue,
+                  utf8Equal(ath, Base64URL.encode(SHA256Digest.hash(token))) else { return .failure(.ath) }
+        }
+        guard let jti = claims.member("jti")?.stringValue,
+              case let count = jti.unicodeScalars.count, count >= 1, count <= maxJTILength else {
+            return .failure(.jti)
+        }
+        return .success(DPoPVerifiedProof(thumbprint: proof.key.thumbprint, jti: jti, issuedAt: iat,
+                                          rememberUntil: iat + request.maxAge + request.clockSkew))
+    }
+}
+
+/// A proof that passed every check of `DPoPVerifier` except single use.
+public struct DPoPVerifiedProof: Sendable, Equatable {
+    /// The RFC 7638 thumbprint of the proof's key: the `cnf.jkt` a token minted for it carries.
+    public let thumbprint: String
+    public let jti: String
+    public let issuedAt: Double
+    /// After this instant the proof is refused by its `iat` anyway: the replay store may forget its `jti` then.
+    public let rememberUntil: Double
+
+    /// The replay-store key of the proof's single use: SHA-256(0x00 ‖ "dpop\n" ‖ thumbprint ‖ "\n" ‖ jti). Its own
+    /// key domain: a token's key hashes a `sub` (printable ASCII) or a signing input (base64url), neither of which
+    /// can start with a NUL byte. Per key, so one client's `jti` cannot burn another's.
+    public var replayKey: SHA256Digest.Value {
+        var material: [UInt8] = [0]
+        material += Array("dpop\n".utf8) + Array(thumbprint.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8)
+        return material.withUnsafeBytes { SHA256Digest.value($0) }
+    }
+}

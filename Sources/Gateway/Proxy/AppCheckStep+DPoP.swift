@@ -1,0 +1,104 @@
+import Foundation
+import AppCheck
+import GatewayConfig
+import HTTPWire
+import ReplayStores
+
+/// What the DPoP check (SPEC §4.4) reads of a request beyond its token: the head (the `DPoP` field, method, target,
+/// `Host`), where the token lies in it (for `ath`), and how the client reached the gateway (for `htu`'s scheme).
+struct DPoPInput {
+    let head: HTTPRequestHead
+    /// The index of the `X-Firebase-AppCheck` field in `head.headers`.
+    let tokenIndex: Int
+    /// `http` or `https`: the listener's scheme.
+    let scheme: String
+    /// The client is a trusted proxy: its `X-Forwarded-Proto` names the scheme the client used.
+    let peerTrusted: Bool
+
+    /// The scheme the client used: the first `X-Forwarded-Proto` element of a trusted proxy when it says `http` or
+    /// `https`, else the listener's.
+    var clientScheme: String {
+        guard peerTrusted, let forwarded = head.headers.firstValue(forLowercased: "x-forwarded-proto") else { return scheme }
+        let first = forwarded.split(separator: ",", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return first == "http" || first == "https" ? first! : scheme
+    }
+
+    /// The request as the proof must name it: the target's authority (absolute form) or `Host` / `:authority`, the
+    /// path as sent (without query and fragment).
+    func request(thumbprint: String, maxAge: Double, clockSkew: Double) -> DPoPRequest {
+        let (absoluteAuthority, path) = DPoPRequest.split(target: head.target)
+        let authority = absoluteAuthority ?? head.headers.firstValue(forLowercased: "host") ?? ""
+        return DPoPRequest(method: head.method, scheme: clientScheme, authority: authority, path: path,
+                           accessToken: Array(head.headers.valueSlice(at: tokenIndex)), thumbprint: thumbprint,
+                           maxAge: maxAge, clockSkew: clockSkew)
+    }
+}
+
+extension AppCheckStep {
+    /// The check of SPEC §4.4, after step 7 and before step 8 of §4.2, for a token that is bound (`cnf.jkt`) or on a
+    /// `dpop: required` route: exactly one `DPoP` field holding a proof that passes `DPoPVerifier` for this request,
+    /// whose `jti` is then consumed in the replay store (its own key domain, `DPoPVerifiedProof.replayKey`). Refusals:
+    /// `dpop_unbound`, `dpop_missing`, `dpop_invalid` (the log names the rule), `dpop_reused`; a store that cannot
+    /// answer is `503 replay_store_unavailable`, fail closed. On success, `next` runs (step 8).
+    func checkProof(_ verified: VerifiedClaims, input: DPoPInput, policy: AppCheckPolicy, now: Double,
+                    fingerprint: String?, route: StepRoute, completion: @escaping (consuming AppCheckDecision) -> Void,
+                    next: @escaping () -> Void) {
+        let appId = verified.appId
+        guard let thumbprint = verified.boundThumbprint else {
+            return completion(refuseProof(route, "dpop_unbound", rule: nil, fingerprint: fingerprint, appId: appId))
+        }
+        let headers = input.head.headers
+        guard let index = headers.firstIndex(ofLiteral: "dpop") else {
+            return completion(refuseProof(route, "dpop_missing", rule: nil, fingerprint: fingerprint, appId: appId))
+        }
+        if headers.firstIndex(ofLiteral: "dpop", after: index) != nil {
+            return completion(refuseProof(route, "dpop_invalid", rule: .malformed, fingerprint: fingerprint, appId: appId))
+        }
+        let request = input.request(thumbprint: thumbprint, maxAge: route.dpopMaxAge, clockSkew: policy.clockSkew)
+        let proof: DPoPVerifiedProof
+        switch DPoPVerifier.verify(headers.valueSlice(at: index), request: request, now: now) {
+        case .success(let p): proof = p
+        case .failure(let rule):
+            return completion(refuseProof(route, "dpop_invalid", rule: rule, fingerprint: fingerprint, appId: appId))
+        }
+        guard let replay = context.replayClient else {
+            return completion(storeUnavailable(AppCheckOutcome(status: .verified, outcome: .verified, appId: appId,
+                                                               tokenSHA256: fingerprint)))
+        }
+        let key = proof.replayKey
+        // A store that lost its memory (SPEC §5) refuses proofs made before it came back, by their `iat` plus one
+        // second (clients write whole seconds, rounded down). Unlike limited-use tokens, `clock_skew` is not taken
+        // off: that would refuse every bound request for `clock_skew` after each start. The price: a proof consumed
+        // just before a loss, from a client whose clock runs ahead, may be accepted once more within its `iat` window
+        // (docs/dpop.md).
+        let issuedAt = proof.issuedAt + 1
+        let decide: (ReplayResult) -> Void = { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .consumed: next()
+            case .reused:
+                completion(self.refuseProof(route, "dpop_reused", rule: nil, fingerprint: fingerprint, appId: appId))
+            case .unavailable:
+                completion(self.storeUnavailable(AppCheckOutcome(status: .verified, outcome: .verified, appId: appId,
+                                                                 tokenSHA256: fingerprint)))
+            }
+        }
+        if let result = replay.consumeNow(key: ReplayKey(words: key.words), expiresAt: proof.rememberUntil, issuedAt: issuedAt) {
+            return decide(result)
+        }
+        replay.consume(key: key.bytes, expiresAt: proof.rememberUntil, issuedAt: issuedAt, completion: decide)
+    }
+
+    /// A DPoP refusal: `401 app_check_token_invalid` with `WWW-Authenticate: DPoP error="invalid_dpop_proof"` (RFC 9449
+    /// §7.1) on an enforce route; forwarded with `X-AppCheck-Status: invalid` and the reason on a monitor route.
+    func refuseProof(_ route: StepRoute, _ reason: String, rule: DPoPRule?, fingerprint: String?,
+                     appId: String) -> AppCheckDecision {
+        var outcome = AppCheckOutcome(status: .invalid, outcome: .invalid, reason: reason)
+        outcome.tokenSHA256 = fingerprint
+        outcome.appId = appId
+        outcome.dpopRule = rule?.rawValue
+        if route.enforcement == .monitor { return AppCheckDecision(outcome: outcome) }
+        return AppCheckDecision(outcome: outcome, rejection: Rejection(
+            status: 401, code: "app_check_token_invalid", reason: reason, dpopChallenge: true))
+    }
+}
