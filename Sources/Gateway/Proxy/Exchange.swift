@@ -290,8 +290,9 @@ final class Exchange: UpstreamOwner {
                 }
                 upstreamSlot = key
             }
-            // Another request of the same address already in progress here (this one is counted too).
-            if let key = upstreamSlot { heavy = pool.held(key) > 1 && !(responder?.peerTrusted ?? false) }
+            // Another request of the same address already in progress here (this one is counted too), or just
+            // before (the streams of its previous connection, all cancelled at once).
+            if let key = upstreamSlot { heavy = pool.isHeavy(key) && !(responder?.peerTrusted ?? false) }
         }
         var upgrade = false
         if case .requested = tunnel { upgrade = true }

@@ -16,6 +16,14 @@ final class UpstreamPool {
     /// Requests in progress at this upstream per client address, on this loop (`max_upstream_requests_per_address`).
     /// Addresses at 0 are removed, so it holds at most one entry per request in progress.
     private var perAddress: [ConnectionAddressKey: Int] = [:]
+    /// The last address whose requests here went from several at a time down to one, and until when (monotonic ns,
+    /// 1 s later) it still counts as `heavy` with a single request: an address that churns connections of many
+    /// streams each (issue 39) has all of them cancelled at once, and the first stream of its next connection would
+    /// otherwise connect from the half of the budget kept for other addresses, once per connection. One slot: it
+    /// follows the busiest churn, at no cost per request beyond one comparison; an address that only ever has one
+    /// request in progress is never put in it.
+    private var recentlyHeavy: ConnectionAddressKey?
+    private var recentlyHeavyUntil: UInt64 = 0
     /// Set when a reload replaced this pool: connections finish their exchange and close.
     var retired: Bool { state.retired }
 
@@ -44,6 +52,10 @@ final class UpstreamPool {
         guard let held = perAddress[key] else { return }
         if held > 1 {
             perAddress[key] = held - 1
+            if held == 2 {
+                recentlyHeavy = key
+                recentlyHeavyUntil = context.loop.now &+ 1_000_000_000
+            }
         } else {
             perAddress.removeValue(forKey: key)
             if perAddress.isEmpty && perAddress.capacity > 1024 { perAddress = [:] }
@@ -52,6 +64,12 @@ final class UpstreamPool {
 
     /// Requests of `key` in progress at this upstream on this loop.
     func held(_ key: ConnectionAddressKey) -> Int { perAddress[key, default: 0] }
+
+    /// True when `key` (counted by `admit`) has another request in progress here, or had several at a time until
+    /// less than a second ago (see `recentlyHeavy`): it may connect only from the first half of the connect budget.
+    func isHeavy(_ key: ConnectionAddressKey) -> Bool {
+        perAddress[key, default: 0] > 1 || (key == recentlyHeavy && context.loop.now < recentlyHeavyUntil)
+    }
 
     /// A connection for one exchange: an idle one if any, else a new non-blocking connect. `heavy`: see
     /// `UpstreamPoolState.acquire`. `upgrade`: a WebSocket handshake, always on a new connection (never the
