@@ -445,7 +445,7 @@ import TestSupport
     }
 
     /// A handshake over a plain socket; returns the socket (the 101 head read, nothing after it) and the head.
-    static func rawHandshake(port: UInt16, path: String) throws -> (Int32, String) {
+    static func rawHandshake(port: UInt16, path: String, extra: String = "") throws -> (Int32, String) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
@@ -461,7 +461,7 @@ import TestSupport
         var tv = timeval(tv_sec: 15, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let hello = "GET \(path) HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: WebSocket\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\(extra)\r\n"
         _ = hello.withCString { send(fd, $0, strlen($0), 0) }
         var head: [UInt8] = []
         var byte: UInt8 = 0
@@ -470,6 +470,32 @@ import TestSupport
             if head.suffix(4) == [13, 10, 13, 10] { break }
         }
         return (fd, String(decoding: head, as: UTF8.self))
+    }
+
+    /// A WebSocket handshake goes through the same App Check step as any request, DPoP included (SPEC §4.4): a token
+    /// bound to a key opens a tunnel only with a fresh proof of that key for this handshake (`htm` GET, `htu` the
+    /// handshake's URL); without one it is 401 `dpop_missing` and never reaches the upstream.
+    @Test func boundTokenOpensATunnelOnlyWithItsProof() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let ws = try PythonUpstream("ws")
+        defer { ws.stop() }
+        let h = try Self.harness(issuer, ws)
+        defer { h.stop() }
+        let key = try #require(DPoPPrivateKey.generate())
+        let token = try DPoPEndToEndTests.token(issuer, boundTo: key)
+        let before = ws.requests.count
+        let (bare, refused) = try Self.rawHandshake(port: h.port, path: "/ws/echo", extra: "X-Firebase-AppCheck: \(token)\r\n")
+        Glibc.close(bare)
+        #expect(refused.hasPrefix("HTTP/1.1 401"), "\(refused)")
+        #expect(refused.lowercased().contains("www-authenticate: dpop error=\"invalid_dpop_proof\""), "\(refused)")
+        #expect(ws.requests.count == before, "a refused handshake never reaches the upstream")
+        let proof = try DPoPEndToEndTests.proof(key, htu: "http://a/ws/echo", token: token)
+        let (fd, opened) = try Self.rawHandshake(port: h.port, path: "/ws/echo",
+                                                 extra: "X-Firebase-AppCheck: \(token)\r\nDPoP: \(proof)\r\n")
+        Glibc.close(fd)
+        #expect(opened.hasPrefix("HTTP/1.1 101"), "\(opened)")
+        #expect(Self.header(try #require(ws.requests.last).headers, "dpop").isEmpty, "the proof is not forwarded")
     }
 
     /// A tunnel counts as a connection, not as an upstream request: once upgraded it gives back its count under
