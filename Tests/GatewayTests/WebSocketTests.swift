@@ -173,7 +173,16 @@ import TestSupport
             }
         }
 
-        var sentBytes: Int { Int((try? String(contentsOfFile: directory + "/sent", encoding: .utf8)) ?? "") ?? 0 }
+        /// The bytes the flood handler reports sent; nil until it has written a count (no file yet, or read between
+        /// its truncate and its write). A count that is not a number is an error.
+        func sentBytes() throws -> Int? {
+            let path = directory + "/sent"
+            guard FileManager.default.fileExists(atPath: path) else { return nil }
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            if text.isEmpty { return nil }
+            guard let n = Int(text) else { throw HarnessError("the flood handler wrote \(text)") }
+            return n
+        }
 
         /// Runs the `websockets` client against the gateway; its JSON answer.
         func client(_ port: UInt16, _ path: String, mode: String = "echo", token: String? = nil,
@@ -427,11 +436,11 @@ import TestSupport
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             usleep(500_000)
-            let now = ws.sentBytes
+            guard let now = try ws.sentBytes() else { continue }
             if now == last && now > 0 { break }
             last = now
         }
-        let sent = ws.sentBytes
+        let sent = try #require(try ws.sentBytes(), "the flood handler reported what it sent")
         let metrics = try RawHTTPClient.roundTrip(port: gw.adminPort, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").bodyText
         let ioLine = metrics.split(separator: "\n").first { $0.hasPrefix("gateway_buffer_bytes{kind=\"io\"}") }
         let ioBytes = Int(ioLine?.split(separator: " ").last ?? "") ?? -1

@@ -279,20 +279,10 @@ final class Exchange: UpstreamOwner {
     /// Sends the head in `LoopContext.requestHeadBuffer` (written just before) on a pooled or new connection.
     private func connectUpstream() {
         guard let pool else { return }
-        let limit = context.runtime.maxUpstreamRequestsPerAddress
-        var heavy = false
-        if limit > 0 {
-            if upstreamSlot == nil, let responder {
-                let key = responder.peerKey
-                guard pool.admit(key, limit: limit, exempt: { responder.peerTrusted }) else {
-                    upstreamFailed(.addressBusy)
-                    return
-                }
-                upstreamSlot = key
-            }
-            // Another request of the same address already in progress here (this one is counted too), or just
-            // before (the streams of its previous connection, all cancelled at once).
-            if let key = upstreamSlot { heavy = pool.isHeavy(key) && !(responder?.peerTrusted ?? false) }
+        guard let heavy = pool.admitRequest(&upstreamSlot, of: responder,
+                                            limit: context.runtime.maxUpstreamRequestsPerAddress) else {
+            upstreamFailed(.addressBusy)
+            return
         }
         var upgrade = false
         if case .requested = tunnel { upgrade = true }
@@ -385,7 +375,7 @@ final class Exchange: UpstreamOwner {
 
     // MARK: the machine's actions
 
-    private func perform(_ action: ExchangeStateMachine.Action) {
+    func perform(_ action: ExchangeStateMachine.Action) {
         switch action {
         case .none, .deferDeadline, .holdPart, .forwardPart, .bufferBuiltinPart, .writeHead, .writePart:
             // The body and response parts are performed where their bytes are (`receiveBody`, `upstreamResponse*`).
@@ -490,52 +480,6 @@ final class Exchange: UpstreamOwner {
     /// The client's send buffer drained: the upstream may read more of the response.
     func clientDrained() { upstream?.clientDrained() }
 
-    // MARK: answers of our own
-
-    struct PendingAnswer {
-        var status: Int
-        var headers: [(String, String)]
-        var body: [UInt8]
-    }
-
-    private func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil,
-                             dpopChallenge: Bool = false) -> PendingAnswer {
-        var headers = [("Content-Type", "application/json")]
-        if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
-        if dpopChallenge { headers.append(("WWW-Authenticate", "DPoP error=\"invalid_dpop_proof\"")) }
-        // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
-        // a plain 404 (no route) has none.
-        if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
-        return PendingAnswer(status: status, headers: headers,
-                             body: Array(ErrorResponse.body(code: code, reason: reason, requestId: requestId).utf8))
-    }
-
-    /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
-    /// response is cut instead. `close`: the connection closes after it even when the request body was read whole.
-    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil,
-                      dpopChallenge: Bool = false) {
-        guard !machine.isDone else { return }
-        answer(errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter,
-                           dpopChallenge: dpopChallenge), close: close)
-    }
-
-    /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.
-    func answer(_ answer: PendingAnswer, close: Bool) {
-        switch machine.answer(close: close) {
-        case .answer(let close): writeAnswer(answer, close: close)
-        case let other: perform(other)
-        }
-    }
-
-    private func writeAnswer(_ answer: PendingAnswer, close: Bool) {
-        upstream?.abandon()
-        upstream = nil
-        status = answer.status
-        responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
-                                   close: close, exchange: self)
-        finish()
-    }
-
     /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`): when the exchange
     /// finishes, or when its WebSocket handshake became a tunnel (which then counts as a connection only).
     func leaveUpstreamSlot() {
@@ -544,7 +488,7 @@ final class Exchange: UpstreamOwner {
         pool?.leave(key)
     }
 
-    private func finish() {
+    func finish() {
         leaveUpstreamSlot()
         if !pendingBody.isEmpty { pendingBody = [] }
         releaseBuiltinBody()

@@ -65,6 +65,22 @@ final class UpstreamPool {
     /// Requests of `key` in progress at this upstream on this loop.
     func held(_ key: ConnectionAddressKey) -> Int { perAddress[key, default: 0] }
 
+    /// Admission of one request under `max_upstream_requests_per_address` (`limit`, 0 = off): counts it under its
+    /// client's address once (`slot` keeps the key until the exchange leaves); nil when that address already holds
+    /// `limit` (a trusted proxy is exempt), else whether the request is heavy (see `isHeavy`; never for a trusted proxy).
+    func admitRequest(_ slot: inout ConnectionAddressKey?, of responder: ExchangeResponder?, limit: Int) -> Bool? {
+        guard limit > 0 else { return false }
+        if slot == nil, let responder {
+            let key = responder.peerKey
+            guard admit(key, limit: limit, exempt: { responder.peerTrusted }) else { return nil }
+            slot = key
+        }
+        // Another request of the same address already in progress here (this one is counted too), or just before
+        // (the streams of its previous connection, all cancelled at once).
+        guard let key = slot else { return false }
+        return isHeavy(key) && !(responder?.peerTrusted ?? false)
+    }
+
     /// True when `key` (counted by `admit`) has another request in progress here, or had several at a time until
     /// less than a second ago (see `recentlyHeavy`): it may connect only from the first half of the connect budget.
     func isHeavy(_ key: ConnectionAddressKey) -> Bool {

@@ -1,0 +1,51 @@
+import HTTPWire
+
+/// The answers the exchange writes itself (docs/behaviour.md JSON errors, built-in responses): the `answer` event of
+/// the machine, and the bytes it writes.
+extension Exchange {
+    // MARK: answers of our own
+
+    struct PendingAnswer {
+        var status: Int
+        var headers: [(String, String)]
+        var body: [UInt8]
+    }
+
+    func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil,
+                     dpopChallenge: Bool = false) -> PendingAnswer {
+        var headers = [("Content-Type", "application/json")]
+        if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        if dpopChallenge { headers.append(("WWW-Authenticate", "DPoP error=\"invalid_dpop_proof\"")) }
+        // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
+        // a plain 404 (no route) has none.
+        if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
+        return PendingAnswer(status: status, headers: headers,
+                             body: Array(ErrorResponse.body(code: code, reason: reason, requestId: requestId).utf8))
+    }
+
+    /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
+    /// response is cut instead. `close`: the connection closes after it even when the request body was read whole.
+    func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil,
+                      dpopChallenge: Bool = false) {
+        guard !machine.isDone else { return }
+        answer(errorAnswer(status: status, code: code, reason: reason, retryAfter: retryAfter,
+                           dpopChallenge: dpopChallenge), close: close)
+    }
+
+    /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.
+    func answer(_ answer: PendingAnswer, close: Bool) {
+        switch machine.answer(close: close) {
+        case .answer(let close): writeAnswer(answer, close: close)
+        case let other: perform(other)
+        }
+    }
+
+    func writeAnswer(_ answer: PendingAnswer, close: Bool) {
+        upstream?.abandon()
+        upstream = nil
+        status = answer.status
+        responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
+                                   close: close, exchange: self)
+        finish()
+    }
+}
