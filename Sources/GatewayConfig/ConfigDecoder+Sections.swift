@@ -396,6 +396,7 @@ extension ConfigDecoder {
         let context = "upstreams.\(name)"
         guard let f = fields(node, context, known: [
             "url", "connect_timeout", "response_timeout", "max_idle_connections", "max_connects_per_second", "ca_file",
+            "protocol",
         ]) else { return nil }
         var upstream: UpstreamSettings?
         if let v = f.value("url") {
@@ -422,6 +423,10 @@ extension ConfigDecoder {
            let n = int(v, "\(context).max_connects_per_second", in: 0...1_000_000) {
             probe.maxConnectsPerSecond = n
         }
+        if let v = f.value("protocol"),
+           let value = choice(v, "\(context).protocol", [UpstreamProtocol.http1, .h2]) {
+            probe.httpProtocol = value
+        }
         if let v = f.value("ca_file") {
             if let upstream, upstream.scheme != "https" {
                 error(v, "\(context).ca_file applies only to https:// upstreams")
@@ -435,6 +440,7 @@ extension ConfigDecoder {
         result.maxIdleConnections = probe.maxIdleConnections
         result.maxConnectsPerSecond = probe.maxConnectsPerSecond
         result.caFile = probe.caFile
+        result.httpProtocol = probe.httpProtocol
         return result
     }
 

@@ -169,6 +169,8 @@ public struct UpstreamSettings: Sendable {
     public var connectTimeout: Double = 2
     public var responseTimeout: Double = 30
     public var maxIdleConnections: Int = 64
+    /// `protocol`: http1 (default) or h2 (§6.1).
+    public var httpProtocol: UpstreamProtocol = .http1
     /// New connections per second per thread (and burst); past it a request that finds no idle connection is
     /// answered 503 `connect_rate_limited`. 0 = unbounded.
     public var maxConnectsPerSecond: Int = 5000
@@ -187,6 +189,9 @@ public struct UpstreamSettings: Sendable {
 }
 
 public enum Enforcement: String, Sendable { case enforce, monitor, off }
+/// How the gateway speaks to an upstream (§6.1): HTTP/1.1, or HTTP/2 (h2c with prior knowledge on `http://`,
+/// TLS with ALPN `h2` on `https://`).
+public enum UpstreamProtocol: String, Sendable { case http1, h2 }
 public enum CORSPreflight: String, Sendable { case bypass, verify }
 
 public enum RouteMatch: Sendable, Equatable {

@@ -99,6 +99,8 @@ extension ConfigErrorTable {
         upstreamURL("http://h:0", "port 0 is not a port an upstream can listen on"),
         bad(appCheckYAML + "upstreams:\n  api:\n    connect_timeout: 2s\n" + routesYAML, 5, 5, "missing required key 'url' in upstreams.api"),
         bad(appCheckYAML + upstreamsYAML + "    ca_file: /tmp/ca.pem\n" + routesYAML, 6, 14, "upstreams.api.ca_file applies only to https:// upstreams"),
+        bad(appCheckYAML + upstreamsYAML + "    protocol: h3\n" + routesYAML, 6, 15,
+            "invalid value 'h3' for upstreams.api.protocol: expected http1 or h2"),
     ]
 
     static let dashboard: [ConfigErrorCase] = [
