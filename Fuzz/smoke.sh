@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make fuzz-smoke`: every target in Fuzz/Targets for FUZZ_SECONDS each (default `smoke_seconds` in Fuzz/options.sh:
-# 15, 10 for the newest targets), one after another, from
+# 8 s), one after another, from
 # the committed seed corpus (new finds go to a temporary directory; the repository is not written). Fails on
 # any crash, leak, timeout or out-of-memory. Ends with `fuzz-smoke: PASS (N targets, E executions, Ts)` or
 # `fuzz-smoke: FAIL: …`.
