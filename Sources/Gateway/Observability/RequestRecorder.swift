@@ -136,7 +136,8 @@ final class RequestRecorder {
                 // The raw values agree (DashboardHistoryTests.categoriesAreTheMetricsOutcomesInOrder); `skipped` has none there.
                 if let category = DashboardCategory(rawValue: Int(ex.appCheck.outcome.rawValue)) {
                     metrics.dashboard.record(route: ex.routeName, mode: ex.mode, category: category,
-                                             reason: ex.appCheck.reason, appId: ex.appCheck.appId)
+                                             reason: ex.appCheck.reason, appId: ex.appCheck.appId,
+                                             bound: ex.appCheck.bound)
                 }
             }
         } else {
