@@ -46,12 +46,15 @@ conformance: build
 # that a running gateway exchanges once (Tests/examples/custom-token.sh); then a gateway with no Google service
 # (app_check.jwks.url: none) whose minted token PyJWT verifies through OIDC discovery alone, ending with
 # `oidc-discovery: PASS` or `FAIL` (Tests/examples/oidc-discovery.sh); then the Python DPoP client of docs/dpop.md
-# (PyJWT and cryptography) against a gateway with an issuer, every §4.4 rule refused on its own (Tests/examples/dpop.sh).
+# (PyJWT and cryptography) against a gateway with an issuer, every §4.4 rule refused on its own (Tests/examples/dpop.sh);
+# then the portable parts of the iOS and Android DPoP examples, compiled as written (swiftc; Debian's kotlinc with
+# org.json) and run against a gateway (Tests/examples/mobile-dpop.sh; what is not compiled: the examples' READMEs).
 examples: build
-	@.ci/ensure-packages python3-venv nodejs
+	@.ci/ensure-packages python3-venv nodejs kotlin libandroid-json-java
 	Tests/examples/custom-token.sh
 	Tests/examples/oidc-discovery.sh
 	Tests/examples/dpop.sh
+	Tests/examples/mobile-dpop.sh
 
 # Every libFuzzer target in Fuzz/ for FUZZ_SECONDS (default 15) each; fails on any crash, leak or timeout.
 # Long runs by hand: Fuzz/run.sh TARGET [SECONDS]. See Fuzz/README.md.

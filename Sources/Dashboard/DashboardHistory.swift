@@ -40,6 +40,12 @@ package struct DashboardHistory: Sendable, Codable {
         var reasons: [String] = []
         var reasonMinutes = DashboardRing(width: 1, count: 60, stride: maxReasons + 1)
         var reasonHours = DashboardRing(width: 60, count: 7 * 24, stride: maxReasons + 1)
+        /// The DPoP bound share (SPEC §4.4): per bucket `[verified, bound]` (verified requests, and those of them whose
+        /// token was bound to a key and came with a valid proof), in 60 one-minute and 168 one-hour buckets like App
+        /// IDs, so both counts of a share always cover the same minutes. Nil only in a file written before they
+        /// existed; the next fold makes them, and the share then covers the time since.
+        var boundMinutes: DashboardRing? = DashboardRing(width: 1, count: 60, stride: 2)
+        var boundHours: DashboardRing? = DashboardRing(width: 60, count: 7 * 24, stride: 2)
 
         init(mode: String, lastMinute: Int) {
             self.mode = mode
@@ -53,11 +59,14 @@ package struct DashboardHistory: Sendable, Codable {
                 && reasonMinutes.hasShape(width: 1, count: 60, stride: maxReasons + 1)
                 && reasonHours.hasShape(width: 60, count: 7 * 24, stride: maxReasons + 1)
                 && apps.count <= maxApps && reasons.count <= maxReasons
+                && boundMinutes?.hasShape(width: 1, count: 60, stride: 2) != false
+                && boundHours?.hasShape(width: 60, count: 7 * 24, stride: 2) != false
         }
 
         var storageBytes: Int {
             categories.storageBytes + appMinutes.storageBytes + appHours.storageBytes + reasonMinutes.storageBytes
-                + reasonHours.storageBytes + (apps + reasons).reduce(0) { $0 + $1.utf8.count }
+                + reasonHours.storageBytes + (boundMinutes?.storageBytes ?? 0) + (boundHours?.storageBytes ?? 0)
+                + (apps + reasons).reduce(0) { $0 + $1.utf8.count }
         }
 
         /// The slot for `name`: its own, a free one, one whose counts have all aged out, or `other` (`limit`).
@@ -137,6 +146,14 @@ package struct DashboardHistory: Sendable, Codable {
                 r.reasonMinutes.add(minute: m, offset: slot, n)
                 r.reasonHours.add(minute: m, offset: slot, n)
             }
+            var boundMinutes = r.boundMinutes ?? DashboardRing(width: 1, count: 60, stride: 2)
+            var boundHours = r.boundHours ?? DashboardRing(width: 60, count: 7 * 24, stride: 2)
+            r.boundMinutes = nil; r.boundHours = nil
+            for (offset, n) in [t.categories[0], t.bound].enumerated() {
+                boundMinutes.add(minute: m, offset: offset, n)
+                boundHours.add(minute: m, offset: offset, n)
+            }
+            r.boundMinutes = boundMinutes; r.boundHours = boundHours
             routes[name] = r
         }
     }
@@ -177,6 +194,9 @@ package struct DashboardHistory: Sendable, Codable {
         var reasons: [(name: String, count: Int)]
         /// App IDs with counts by category, largest total first.
         var apps: [(name: String, counts: [Int])]
+        /// Verified requests and, of them, bound ones (DPoP), over the App IDs' range (`Route.boundMinutes`).
+        var boundVerified = 0
+        var bound = 0
         /// Requests in the window (all categories).
         var total: Int { counts.reduce(0, +) }
 
@@ -184,12 +204,13 @@ package struct DashboardHistory: Sendable, Codable {
             a.counts == b.counts && a.series.map(\.minute) == b.series.map(\.minute)
                 && a.series.map(\.counts) == b.series.map(\.counts) && a.reasons.map(\.name) == b.reasons.map(\.name)
                 && a.reasons.map(\.count) == b.reasons.map(\.count) && a.apps.map(\.name) == b.apps.map(\.name)
-                && a.apps.map(\.counts) == b.apps.map(\.counts)
+                && a.apps.map(\.counts) == b.apps.map(\.counts) && a.boundVerified == b.boundVerified
+                && a.bound == b.bound
         }
     }
 
     /// Route `name`'s counts over the last `window.minutes` minutes up to and including the minute of `now`.
-    /// App IDs and reasons: the last hour to the minute; the day and the week in whole clock hours (the
+    /// App IDs, reasons and the DPoP bound share: the last hour to the minute; the day and the week in whole clock hours (the
     /// current hour plus the 23 or 167 before it).
     func stats(route name: String, window: Window, now: Double) -> WindowStats? {
         guard let r = routes[name] else { return nil }
@@ -223,7 +244,9 @@ package struct DashboardHistory: Sendable, Codable {
             if n > 0 { reasons.append((reason, n)) }
         }
         reasons.sort { ($0.count, $1.name) > ($1.count, $0.name) }
-        return WindowStats(counts: counts, series: series, reasons: reasons, apps: apps)
+        let boundPair = (hourly ? r.boundHours : r.boundMinutes)?.sum(fromMinute: from, toMinute: m, offsets: 0..<2) ?? [0, 0]
+        return WindowStats(counts: counts, series: series, reasons: reasons, apps: apps, boundVerified: boundPair[0],
+                           bound: boundPair[1])
     }
 
     /// Route names with their latest mode, sorted by name.

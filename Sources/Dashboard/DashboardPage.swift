@@ -75,6 +75,7 @@ ul.apps li span:first-child{white-space:nowrap;overflow:hidden;text-overflow:ell
 .app-id{white-space:nowrap}
 .muted{color:var(--muted)}
 .empty{color:var(--muted);font-size:13px}
+p.dpop{margin:4px 0;font-size:13px}
 footer{color:var(--muted);font-size:12px;padding:8px 16px 24px;max-width:1200px;margin:0 auto}
 </style>
 </head>
@@ -89,7 +90,7 @@ footer{color:var(--muted);font-size:12px;padding:8px 16px 24px;max-width:1200px;
 <main>
 <div class="status" id="status"></div>
 <div class="scroll"><table id="routes-table"><thead><tr>
-<th>Verdict</th><th>Route</th><th>Mode</th><th>Requests</th><th>Verified</th><th>Outdated client</th><th>Unknown origin</th><th>Invalid</th><th>Reused</th><th>Why</th>
+<th>Verdict</th><th>Route</th><th>Mode</th><th>Requests</th><th>Verified</th><th>Outdated client</th><th>Unknown origin</th><th>Invalid</th><th>Reused</th><th title="verified requests with a key-bound token and its DPoP proof">Bound (DPoP)</th><th>Why</th>
 </tr></thead><tbody></tbody></table></div>
 <div class="routes" id="routes"></div>
 </main>
@@ -142,10 +143,12 @@ const byResult={};for(const e of (i.exchanges||[])){const n=e[win]||0;if(!n)cont
 r.n+=n;r.methods[e.method]=(r.methods[e.method]||0)+n;}
 const results=Object.values(byResult).sort((a,b)=>b.n-a.n||(a.result<b.result?-1:1));const exTotal=results.reduce((n,r)=>n+r.n,0);
 const methods=r=>Object.entries(r.methods).sort((a,b)=>b[1]-a[1]||(a[0]<b[0]?-1:1));
+/* Of the tokens minted in the window, those bound to a DPoP key (cnf.jkt). */
+const ib=i.bound?.[win];const bound=ib&&ib.minted?el("span",{class:"issuer-bound"}," · bound "+fmt(ib.bound)+" of "+fmt(ib.minted)+" minted"+(ib.bound?" ("+pct(ib.bound_share)+")":"")):null;
 box.append(el("div",{id:"issuer"},el("b",null,"Issuer"),i.configured?count(exTotal,"exchange","exchanges")+" in the last "+win:"not configured",
  ...results.map(r=>{const ok=ISSUER_OK.includes(r.result);const m=methods(r);
  return el("span",{class:ok?"exchange":"exchange bad","data-result":r.result,title:m.map(([k,v])=>k+": "+fmt(v)).join("\n")},
- " · "+r.result+" "+fmt(r.n)+(ok?"":" ("+m.slice(0,2).map(([k,v])=>k+(m.length>1?" "+fmt(v):"")).join(", ")+(m.length>2?", …":"")+")"));})));
+ " · "+r.result+" "+fmt(r.n)+(ok?"":" ("+m.slice(0,2).map(([k,v])=>k+(m.length>1?" "+fmt(v):"")).join(", ")+(m.length>2?", …":"")+")"));}),bound));
 /* App Attest fraud risk: per app, the keys seen in the window by the bucket of their latest metric, and refusals for risk. */
 const rk=i.risk;if(rk&&rk.apps.length)box.append(el("div",{id:"issuer-risk"},el("b",null,"Fraud risk"),...rk.apps.map(a=>{const ks=a.keys[win];
 const seen=rk.buckets.reduce((n,b)=>n+ks[b],0);const refused=Object.values(a.refusals).reduce((n,r)=>n+r[win],0);
@@ -165,6 +168,7 @@ tr.append(el("td",null,el("a",{href:"#"+win,"data-goto":r.name},r.name),r.in_con
 tr.append(el("td",null,el("span",{class:"mode mode-"+r.mode},r.mode)));
 tr.append(el("td",{class:"total"},fmt(w.total)));
 for(const c of data.categories){tr.append(el("td",{"data-category":c},fmt(w.counts[c]),w.counts[c]?el("span",{class:"share"},pct(w.shares[c])):null));}
+tr.append(el("td",{class:"bound"},fmt(w.dpop.bound),w.dpop.bound?el("span",{class:"share"},pct(w.dpop.bound_share)+" of verified"):null));
 tr.append(el("td",{class:"why"},r.mode==="off"?"App Check is off on this route (requests are not checked)":w.verdict.because+(r.mode==="enforce"&&w.verdict.verdict==="ready to enforce"?" · already enforced":"")));
 body.append(tr);}
 body.querySelectorAll("a[data-goto]").forEach(a=>a.addEventListener("click",ev=>{ev.preventDefault();
@@ -190,6 +194,9 @@ card.append(el("header",null,el("h2",{style:"margin:0"},r.name),el("span",{class
  el("span",{class:"share requests"},count(w.total,"request","requests")+" in the last "+win)));
 card.append(chart(w));
 card.append(el("div",{class:"legend"},...data.categories.map(c=>el("span",null,el("i",{style:`background:var(--${c})`}),LABEL[c]+" "+fmt(w.counts[c])))));
+/* The DPoP bound share (docs/dpop.md, rollout): of the verified requests, those with a key-bound token and its proof. */
+const d=w.dpop;card.append(el("p",{class:"dpop"},el("b",null,"Bound tokens (DPoP)"),": ",d.verified?fmt(d.bound)+" of "+count(d.verified,"verified request","verified requests")
+ +(d.bound?" ("+pct(d.bound_share)+")":""):"no verified requests",r.dpop?el("span",{class:"muted"}," · dpop: "+r.dpop):null));
 const reasons=el("ol",{class:"reasons"});for(const x of w.reasons)reasons.append(el("li",null,el("span",null,x.reason),el("span",null,fmt(x.count))));
 if(w.more_reasons)reasons.append(el("li",null,el("span",null,"more"),el("span",null,fmt(w.more_reasons))));
 const apps=el("ul",{class:"apps"});for(const a of w.app_ids){const bad=a.total-a.counts.verified;

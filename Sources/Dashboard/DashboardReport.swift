@@ -48,10 +48,10 @@ struct DashboardReport {
         var seen = Set<String>()
         for r in settings.routes {
             seen.insert(r.name)
-            routes.append(route(r.name, mode: r.enforcement.rawValue, inConfig: true))
+            routes.append(route(r.name, mode: r.enforcement.rawValue, dpop: r.dpop.rawValue, inConfig: true))
         }
         for (name, mode) in history.routeModes where !seen.contains(name) {
-            routes.append(route(name, mode: mode, inConfig: false))
+            routes.append(route(name, mode: mode, dpop: nil, inConfig: false))
         }
         return [
             "generated_at": Self.iso(now),
@@ -84,14 +84,18 @@ struct DashboardReport {
         ]
     }
 
-    private func route(_ name: String, mode: String, inConfig: Bool) -> [String: Any] {
+    /// `dpop`: the route's `dpop` key (`optional` or `required`), nil for a route no longer in the config.
+    private func route(_ name: String, mode: String, dpop: String?, inConfig: Bool) -> [String: Any] {
         var windows: [String: Any] = [:]
         for w in DashboardHistory.Window.all {
             let stats = history.stats(route: name, window: w, now: now)
             windows[w.name] = window(stats, w)
         }
-        return ["name": name, "mode": mode, "in_config": inConfig, "windows": windows]
+        return ["name": name, "mode": mode, "dpop": dpop ?? NSNull(), "in_config": inConfig, "windows": windows]
     }
+
+    /// The share `part / whole`, 0 when `whole` is 0.
+    static func share(_ part: Int, of whole: Int) -> Double { whole > 0 ? rounded(Double(part) / Double(whole)) : 0 }
 
     private func window(_ stats: DashboardHistory.WindowStats?, _ w: DashboardHistory.Window) -> [String: Any] {
         let counts = stats?.counts ?? [Int](repeating: 0, count: DashboardHistory.categories.count)
@@ -133,7 +137,11 @@ struct DashboardReport {
             "app_ids": (stats?.apps ?? []).map {
                 ["app_id": $0.name, "total": $0.counts.reduce(0, +), "counts": Self.byCategory($0.counts)] as [String: Any]
             },
-            // App IDs and reasons over the day and week are counted in whole clock hours.
+            // Of the verified requests, those whose token was bound to a key and came with a valid DPoP proof (SPEC
+            // §4.4), over the App IDs' range (whole clock hours for the day and week).
+            "dpop": ["verified": stats?.boundVerified ?? 0, "bound": stats?.bound ?? 0,
+                     "bound_share": Self.share(stats?.bound ?? 0, of: stats?.boundVerified ?? 0)] as [String: Any],
+            // App IDs, reasons and the bound share over the day and week are counted in whole clock hours.
             "breakdown_resolution_minutes": w.minutes > 60 ? 60 : 1,
         ]
     }
@@ -189,10 +197,21 @@ struct DashboardReport {
     /// "week": 301, "total": 301}` (`result`: `minted` or the refusal category, as in
     /// `appcheck_issuer_exchanges_total`). Kept in memory: a restart starts it again. `risk`: App Attest fraud risk
     /// (`RiskMetrics.dashboard(at:)`): per App Attest app the keys seen per metric bucket and the refusals for risk,
-    /// per window.
+    /// per window. `bound`: per window, the tokens minted and those of them bound to a DPoP key (`cnf.jkt`) with
+    /// their share, summed over the `minted` entries (each of which has its own `bound` counts).
     func issuerBlock() -> [String: Any] {
         guard let issuerExchanges else { return ["status": "not configured", "configured": false, "exchanges": [] as [Any]] }
-        var block: [String: Any] = ["status": "ok", "configured": true, "exchanges": issuerExchanges(now)]
+        let exchanges = issuerExchanges(now)
+        var bound: [String: Any] = [:]
+        for w in DashboardHistory.Window.all {
+            var minted = 0, boundTokens = 0
+            for e in exchanges where e["result"] as? String == "minted" {
+                minted += e[w.name] as? Int ?? 0
+                boundTokens += (e["bound"] as? [String: Int])?[w.name] ?? 0
+            }
+            bound[w.name] = ["minted": minted, "bound": boundTokens, "bound_share": Self.share(boundTokens, of: minted)]
+        }
+        var block: [String: Any] = ["status": "ok", "configured": true, "exchanges": exchanges, "bound": bound]
         if let issuerRisk { block["risk"] = issuerRisk(now) }
         return block
     }

@@ -46,8 +46,10 @@ package final class IssuerMetrics: Sendable {
     }
 
     private let counts = Mutex<[Key: Recent]>([:])
-    /// Tokens minted bound to a DPoP key (`IssuerDPoP`).
+    /// Tokens minted bound to a DPoP key (`IssuerDPoP`), since start (`/metrics`).
     package let bound = IssuerBoundCounter()
+    /// The same per (app_id, method, "minted") and per dashboard window.
+    private let boundRecent = Mutex<[Key: Recent]>([:])
 
     package init() {}
 
@@ -57,11 +59,17 @@ package final class IssuerMetrics: Sendable {
                              "debug_guesses_exhausted", "rate_limited", "rate_limited_address", "rate_limited_app"]
     private let limited = Mutex<[String: Int]>([:])
 
-    package func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, now: Double = Date().timeIntervalSince1970) {
+    /// Counts one issuer call; `bound`: a minted token bound to a DPoP key (`cnf.jkt`).
+    package func count(_ outcome: IssuerOutcome, configuredApps: IssuerSettings, bound isBound: Bool = false,
+                       now: Double = Date().timeIntervalSince1970) {
         let appId = configuredApps.app(outcome.appId) == nil ? "" : outcome.appId
         let known = outcome.method == "jwks" || outcome.method == "discovery" || IssuerMethod(rawValue: outcome.method) != nil
         let key = Key(appId: appId, method: known ? outcome.method : "unknown", result: outcome.result)
         counts.withLock { $0[key, default: Recent()].add(at: now) }
+        if isBound && outcome.result == "minted" {
+            bound.add(appId: outcome.appId, method: outcome.method)
+            boundRecent.withLock { $0[key, default: Recent()].add(at: now) }
+        }
         if Self.limitRules.contains(outcome.rule) { limited.withLock { $0[outcome.rule, default: 0] += 1 } }
     }
 
@@ -77,12 +85,20 @@ package final class IssuerMetrics: Sendable {
     /// Refusals per limit rule since start (for `/metrics`).
     package func limitedCounts() -> [String: Int] { limited.withLock { $0 } }
 
-    /// The dashboard's `exchanges`: one entry per (app_id, method, result) seen, with its counts per window.
+    /// The dashboard's `exchanges`: one entry per (app_id, method, result) seen, with its counts per window; a
+    /// `minted` entry also has `bound`, the tokens of it bound to a DPoP key, per window the same way.
     package func exchanges(at now: Double) -> [[String: Any]] {
-        sortedSnapshot().map { key, recent in
+        let bound = boundRecent.withLock { $0 }
+        return sortedSnapshot().map { key, recent in
             let w = recent.windows(at: now)
-            return ["app_id": key.appId, "method": key.method, "result": key.result,
-                    "hour": w.hour, "day": w.day, "week": w.week, "total": recent.total]
+            var entry: [String: Any] = ["app_id": key.appId, "method": key.method, "result": key.result,
+                                        "hour": w.hour, "day": w.day, "week": w.week, "total": recent.total]
+            if key.result == "minted" {
+                let b = bound[key] ?? Recent()
+                let bw = b.windows(at: now)
+                entry["bound"] = ["hour": bw.hour, "day": bw.day, "week": bw.week, "total": b.total]
+            }
+            return entry
         }
     }
 }

@@ -136,7 +136,8 @@ final class RequestRecorder {
                 // The raw values agree (DashboardHistoryTests.categoriesAreTheMetricsOutcomesInOrder); `skipped` has none there.
                 if let category = DashboardCategory(rawValue: Int(ex.appCheck.outcome.rawValue)) {
                     metrics.dashboard.record(route: ex.routeName, mode: ex.mode, category: category,
-                                             reason: ex.appCheck.reason, appId: ex.appCheck.appId)
+                                             reason: ex.appCheck.reason, appId: ex.appCheck.appId,
+                                             bound: ex.appCheck.bound)
                 }
             }
         } else {
@@ -247,6 +248,12 @@ final class RequestRecorder {
             line.field("bytes_in", Int(bytesIn))
             line.field("bytes_out", Int(bytesOut))
             line.field("tunnel_end", outcome.rawValue)
+        } else if let routes = ex.routeTable, ex.routeIndex >= 0, ex.routeIndex < routes.routes.count,
+                  routes.routes[ex.routeIndex].streamIdleTimeout != nil {
+            // A stream's line (a route with `stream_idle_timeout`: server-sent events, long polls; SPEC §6.1): request
+            // body bytes from the client, response body bytes relayed to the client (0 when none came).
+            line.field("bytes_in", Int(ex.machine.bodyReceived))
+            if case .stream(let bytesOut) = ex.tunnel { line.field("bytes_out", Int(bytesOut)) } else { line.field("bytes_out", 0) }
         }
         line.end()
         line.bytes.withUnsafeBytes { logBuffer.append($0) }

@@ -4,10 +4,14 @@ import HTTPWire
 
 /// Where an exchange stands with a WebSocket tunnel (SPEC §6.1). A handshake goes through the same admission and
 /// App Check step as every request of its route; only its upstream connection (new, never pooled), the two fields it
-/// forwards again and what a `101` does differ.
+/// forwards again and what a `101` does differ. A stream (a response on a route with `stream_idle_timeout`) is no
+/// tunnel, but its log line has the bytes too (`stream`).
 enum ExchangeTunnel {
     /// An ordinary request.
     case none
+    /// A response body on a route with `stream_idle_timeout` (server-sent events, a long poll): the bytes relayed to
+    /// the client so far, its log line's `bytes_out`.
+    case stream(bytesOut: Int64)
     /// A WebSocket handshake on a `websocket: true` route from an HTTP/1.1 client: forwarded on a new connection
     /// with `Connection: Upgrade` and `Upgrade: websocket`; a tunnel after `101` is closed after `idleTimeout`
     /// (nanoseconds) without a byte either way.
@@ -77,6 +81,22 @@ extension Exchange {
         up.enterTunnel(relay)
         relay.start(clientLeftover: client.tunnelLeftover, upstreamLeftover: up.tunnelLeftover)
         return true
+    }
+
+    /// Writes a part of the response body; on a stream route counts its bytes for the log line (SPEC §6.1).
+    func relayPart(_ data: UnsafeRawBufferPointer, to responder: ExchangeResponder) -> Bool {
+        switch tunnel {
+        case .stream(let n):
+            tunnel = .stream(bytesOut: n + Int64(data.count))
+        case .none:
+            if let routes = routeTable, routeIndex >= 0, routeIndex < routes.routes.count,
+               routes.routes[routeIndex].streamIdleTimeout != nil {
+                tunnel = .stream(bytesOut: Int64(data.count))
+            }
+        case .requested, .open, .ended:
+            break
+        }
+        return responder.writePart(data, exchange: self)
     }
 
     /// The tunnel is over (both sides closed): the exchange's one log line, with the bytes each way.

@@ -462,7 +462,7 @@ final class Exchange: UpstreamOwner {
 
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
         guard data.count > 0, machine.upstreamPart() == .writePart, let responder else { return true }
-        return responder.writePart(data, exchange: self)
+        return relayPart(data, to: responder)
     }
 
     func upstreamResponseEnd() { perform(machine.upstreamEnd()) }

@@ -57,10 +57,7 @@ final class IssuerHandler: BuiltinHandler {
         Task(executorPreference: IssuerExecutor.shared) {
             // `refuseEarly` admitted the call, and the exchange kept the body within `maxBodyBytes` while reading it.
             let outcome = await binding.run { await service.process(issuerPath, httpMethod: method, body: body, client: client) }
-            metrics.count(outcome, configuredApps: service.settings)
-            if outcome.result == "minted", binding.thumbprint != nil {
-                metrics.bound.add(appId: outcome.appId, method: outcome.method)
-            }
+            metrics.count(outcome, configuredApps: service.settings, bound: binding.thumbprint != nil)
             let response = LoopBound(IssuerHandler.response(outcome))
             loop.execute { reply.value(response.value) }
         }

@@ -1,70 +1,30 @@
-import CryptoKit
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking  // Linux only, where this project's test compiles and runs this file (README.md)
+#endif
 
-/// DPoP (RFC 9449) for the AppCheck Gateway (docs/dpop.md): a P-256 key in the Secure Enclave (a software key on the
-/// simulator, which has none), a proof for the issuer's exchange (the minted token is then bound to the key) and a
-/// proof for every request.
+/// DPoP (RFC 9449) for the AppCheck Gateway (docs/dpop.md): a proof for the issuer's exchange (the minted token is
+/// then bound to the key) and a proof for every request. The key comes from `SecureEnclaveDPoPKey.swift` (a P-256
+/// key in the Secure Enclave; a software key on the simulator, which has none):
+///
+///     let dpop = GatewayDPoP(key: try SecureEnclaveDPoPKey.deviceKey())
 ///
 /// The exact `htu` rule: `htu` = the request URL's scheme, host (port included unless it is the scheme's default) and
 /// path exactly as sent, WITHOUT query and fragment (`GatewayDPoP.htu(for:)`). It must be the URL the app requests:
 /// behind a TLS-terminating load balancer, the public `https://` URL. `htm` is the upper-case method; `iat` now in
 /// whole seconds; `jti` a random UUID; `ath` = base64url(SHA-256(token)).
 ///
-/// Not compiled by this project (no Apple SDK on its Linux machines); every CryptoKit name is from Apple's public API:
-/// `SecureEnclave.isAvailable`, `SecureEnclave.P256.Signing.PrivateKey(compactRepresentable:accessControl:)`,
-/// `.dataRepresentation` / `init(dataRepresentation:)`, `P256.Signing.PublicKey.x963Representation`,
-/// `P256.Signing.ECDSASignature.rawRepresentation` (r ‖ s, JWS ES256's form).
+/// Foundation only: everything that needs CryptoKit is behind `DPoPKey`.
 public final class GatewayDPoP: @unchecked Sendable {
-    private enum Key {
-        case enclave(SecureEnclave.P256.Signing.PrivateKey)
-        case software(P256.Signing.PrivateKey)
+    private let key: any DPoPKey
 
-        var publicKey: P256.Signing.PublicKey {
-            switch self {
-            case .enclave(let key): key.publicKey
-            case .software(let key): key.publicKey
-            }
-        }
-
-        func signature(for data: Data) throws -> Data {
-            switch self {
-            case .enclave(let key): try key.signature(for: data).rawRepresentation
-            case .software(let key): try key.signature(for: data).rawRepresentation
-            }
-        }
-    }
-
-    private let key: Key
-    /// Where the key's handle is kept: for the Secure Enclave an encrypted blob only this device's enclave can use
-    /// (the private key never leaves it); store it in the keychain in a real app (UserDefaults keeps this short).
-    private static let storageKey = "appcheck-gateway.dpop-key"
-
-    /// The device's key: loaded, or made on first use.
-    public init() throws {
-        let stored = UserDefaults.standard.data(forKey: Self.storageKey)
-        if SecureEnclave.isAvailable {
-            if let stored, let key = try? SecureEnclave.P256.Signing.PrivateKey(dataRepresentation: stored) {
-                self.key = .enclave(key)
-            } else {
-                let key = try SecureEnclave.P256.Signing.PrivateKey(compactRepresentable: false)
-                UserDefaults.standard.set(key.dataRepresentation, forKey: Self.storageKey)
-                self.key = .enclave(key)
-            }
-        } else {
-            // The simulator has no Secure Enclave: a software key, for development only.
-            if let stored, let key = try? P256.Signing.PrivateKey(rawRepresentation: stored) {
-                self.key = .software(key)
-            } else {
-                let key = P256.Signing.PrivateKey()
-                UserDefaults.standard.set(key.rawRepresentation, forKey: Self.storageKey)
-                self.key = .software(key)
-            }
-        }
+    public init(key: any DPoPKey) {
+        self.key = key
     }
 
     /// The public JWK members in RFC 7638 order (x and y are the 32-byte coordinates of the uncompressed point).
     private var jwk: [(String, String)] {
-        let point = key.publicKey.x963Representation  // 0x04 ‖ x ‖ y
+        let point = key.x963PublicKey  // 0x04 ‖ x ‖ y
         return [("crv", "P-256"), ("kty", "EC"), ("x", Self.base64url(point.dropFirst().prefix(32))),
                 ("y", Self.base64url(point.suffix(32)))]
     }
@@ -72,13 +32,16 @@ public final class GatewayDPoP: @unchecked Sendable {
     private var jwkJSON: String { "{" + jwk.map { "\"\($0.0)\":\"\($0.1)\"" }.joined(separator: ",") + "}" }
 
     /// RFC 7638 thumbprint: the `cnf.jkt` of tokens bound to this key.
-    public var thumbprint: String { Self.base64url(Data(SHA256.hash(data: Data(jwkJSON.utf8)))) }
+    public var thumbprint: String { Self.base64url(key.sha256(Data(jwkJSON.utf8))) }
 
     /// `htu` for `url`: scheme, host (and a non-default port) and path, no query, no fragment.
     public static func htu(for url: URL) -> String {
         var parts = URLComponents(url: url, resolvingAgainstBaseURL: true) ?? URLComponents()
         parts.query = nil
         parts.fragment = nil
+        if parts.port == (parts.scheme?.lowercased() == "https" ? 443 : parts.scheme?.lowercased() == "http" ? 80 : nil) {
+            parts.port = nil
+        }
         if parts.percentEncodedPath.isEmpty { parts.percentEncodedPath = "/" }
         return parts.string ?? url.absoluteString
     }
@@ -88,7 +51,7 @@ public final class GatewayDPoP: @unchecked Sendable {
         let header = "{\"typ\":\"dpop+jwt\",\"alg\":\"ES256\",\"jwk\":\(jwkJSON)}"
         var claims: [String: Any] = ["jti": UUID().uuidString, "htm": method.uppercased(), "htu": Self.htu(for: url),
                                      "iat": Int(Date().timeIntervalSince1970)]
-        if let token { claims["ath"] = Self.base64url(Data(SHA256.hash(data: Data(token.utf8)))) }
+        if let token { claims["ath"] = Self.base64url(key.sha256(Data(token.utf8))) }
         let payload = try JSONSerialization.data(withJSONObject: claims)
         let input = Self.base64url(Data(header.utf8)) + "." + Self.base64url(payload)
         return input + "." + Self.base64url(try key.signature(for: Data(input.utf8)))
@@ -117,4 +80,15 @@ public final class GatewayDPoP: @unchecked Sendable {
         Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
+}
+
+/// What a proof needs from the device's key: on iOS `SecureEnclaveDPoPKey` (CryptoKit).
+public protocol DPoPKey: Sendable {
+    /// The P-256 public key as an uncompressed point: 0x04 ‖ x ‖ y, 65 bytes (CryptoKit's `x963Representation`).
+    var x963PublicKey: Data { get }
+    /// The ES256 signature of `data` (ECDSA P-256 with SHA-256) as JWS wants it: r ‖ s, 32 bytes each (CryptoKit's
+    /// `ECDSASignature.rawRepresentation`).
+    func signature(for data: Data) throws -> Data
+    /// SHA-256 of `data` (for the thumbprint and `ath`).
+    func sha256(_ data: Data) -> Data
 }
