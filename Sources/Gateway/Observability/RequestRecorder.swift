@@ -215,6 +215,8 @@ final class RequestRecorder {
         line.field("method", ex.method)
         line.field("path", ex.path)
         line.field("status", status)
+        // A gRPC call the gateway ended itself (SPEC §6.1): the `grpc-status` it wrote.
+        if let code = ex.grpc?.status { line.field("grpc_status", code) }
         line.field("duration_ms", milliseconds: Double(now &- ex.start) / 1e6)
         if ex.upstreamStart != 0 && ex.upstreamEnd >= ex.upstreamStart {
             line.field("upstream_ms", milliseconds: Double(ex.upstreamEnd - ex.upstreamStart) / 1e6)

@@ -49,6 +49,8 @@ final class Exchange: UpstreamOwner {
     var machine: ExchangeStateMachine
     /// A WebSocket handshake's tunnel, from the request to its end (Exchange+Tunnel.swift); `.none` otherwise.
     var tunnel = ExchangeTunnel.none
+    /// A gRPC call (set by the HTTP/2 adapter before `begin`; Exchange+GRPC.swift); nil for any other request.
+    var grpc: GRPCCall?
 
     /// Why an exchange is cancelled before it finished.
     enum Cancellation {
@@ -191,6 +193,7 @@ final class Exchange: UpstreamOwner {
             path = target.path
             self.target = target
             useRoute(routeIndex)
+            if refuseGRPCWithoutH2(routeIndex: routeIndex) { return }
             if case .chunked = head.framing { chunkedUpstream = true }
             // Only routes with `websocket: true` look at the handshake's fields (Exchange+Tunnel.swift).
             if routes!.routes[routeIndex].websocket {
@@ -210,14 +213,11 @@ final class Exchange: UpstreamOwner {
     @inline(__always)
     private func check(_ head: HTTPRequestHead, routeIndex: Int) {
         // The route is read in place from the runtime the exchange holds (copying `RouteSettings` retains each of
-        // its fields). Strong capture: the step answers at once on the fast path, or after a bounded wait
-        // (key-set refetch, replay store); a weak capture would give every exchange a side table. A cancelled
-        // exchange ignores the answer (the machine is done).
-        // An `off` route skips the step without handing it the route (a copy of `RouteSettings` retains each
-        // of its fields); the step answers the same for it.
+        // its fields); an `off` route skips the step, which would answer the same. Strong capture: the step answers
+        // at once on the fast path, or after a bounded wait (key-set refetch, replay store); a weak capture would give
+        // every exchange a side table. A cancelled exchange ignores the answer (the machine is done).
         if routes!.routes[routeIndex].enforcement == .off {
-            // `appCheck` is already `.skipped`.
-            appCheckRan = true
+            appCheckRan = true  // `appCheck` is already `.skipped`.
             passed()
             return
         }

@@ -16,6 +16,8 @@ final class H2StreamExchange: ExchangeResponder {
     private var unconsumed = 0
     /// `body_timeout`: armed while the request body is still coming, pushed back by every DATA frame.
     private var bodyTimer: LoopTimer?
+    /// A gRPC call's `grpc-timeout` (nil for any other request, and for a call without one).
+    private var grpcTimer: LoopTimer?
     private var deadlines: RequestDeadlines
 
     init(streamID: Int32, connection: H2Connection) {
@@ -36,7 +38,21 @@ final class H2StreamExchange: ExchangeResponder {
         let ex = Exchange(head: head, bodyFollows: !endStream, context: context, responder: self)
         exchange = ex
         if !endStream { bodyProgressed() }
-        ex.begin()
+        switch GRPCCall.detect(head.headers) {
+        case .notGRPC:
+            ex.begin()
+        case .call(let timeout):
+            ex.grpc = GRPCCall(timeout: timeout)
+            ex.begin()
+            // A deadline past the end of the monotonic clock (`UInt64` nanoseconds) is none.
+            if let timeout, !ex.finished, case (let at, false) = ex.start.addingReportingOverflow(timeout) {
+                startGRPCDeadline(at: at)
+            }
+        case .malformedTimeout:
+            // As a gRPC server refuses it (before anything else): 3 INVALID_ARGUMENT, never forwarded.
+            ex.grpc = GRPCCall(timeout: nil)
+            ex.respondError(status: 400, code: "bad_request", reason: "grpc_timeout_invalid", close: false)
+        }
         connection.streamProgressed()
     }
 
@@ -106,6 +122,13 @@ final class H2StreamExchange: ExchangeResponder {
         connection.streamProgressed()
     }
 
+    func respondTrailersOnly(_ fields: [(String, String)], exchange ex: Exchange) {
+        var fields = fields
+        fields.append(("x-request-id", ex.requestId))
+        connection.sendHead(streamID, status: 200, headers: fields, endStream: true)
+        connection.streamProgressed()
+    }
+
     func sendContinue(exchange ex: Exchange) { connection.sendContinue(streamID) }
 
     func abortResponse(exchange ex: Exchange) {
@@ -115,6 +138,7 @@ final class H2StreamExchange: ExchangeResponder {
 
     func exchangeFinished(_ ex: Exchange) {
         stopBodyTimer()
+        stopGRPCDeadline()
         // Whatever the exchange held back is acknowledged: the stream's window must not shrink for good.
         if unconsumed > 0 {
             connection.consume(streamID, unconsumed)
@@ -164,6 +188,25 @@ final class H2StreamExchange: ExchangeResponder {
         }
     }
 
+    // MARK: grpc-timeout
+
+    /// The call's `grpc-timeout`, from the arrival of its head: when it passes first, the exchange ends the call with
+    /// DEADLINE_EXCEEDED (Exchange+GRPC.swift). Cancelled when the exchange ends, so a long timeout holds nothing.
+    private func startGRPCDeadline(at deadline: UInt64) {
+        let timer = LoopTimer { [weak self] in
+            guard let self, let ex = self.exchange else { return }
+            ex.grpcDeadlinePassed()
+            self.connection.streamProgressed()
+        }
+        grpcTimer = timer
+        context.loop.schedule(timer, at: deadline)
+    }
+
+    private func stopGRPCDeadline() {
+        if let t = grpcTimer { context.loop.cancel(t) }
+        grpcTimer = nil
+    }
+
     // MARK: answers of our own
 
     func refuseHeadersTooLarge() {
@@ -175,6 +218,7 @@ final class H2StreamExchange: ExchangeResponder {
     /// The client reset the stream or the connection went away.
     func cancelled(_ cause: Exchange.Cancellation = .connectionClosed) {
         stopBodyTimer()
+        stopGRPCDeadline()
         exchange?.cancel(cause)
     }
 }
