@@ -141,6 +141,51 @@ import TestSupport
         #expect(bigLine["grpc_status"] as? Int == 8)
     }
 
+    /// A key-bound token without its proof (`dpop` metadata): 16 with the DPoP reason and the challenge as metadata.
+    @Test func dpopRefusalCarriesItsChallenge() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let silent = try Self.silentUpstream()
+        defer { silent.stop() }
+        let h = try Self.harness(issuer, silent)
+        defer { h.stop() }
+        let scripts = try GRPCPeers.Scripts()
+        let key = try #require(DPoPPrivateKey.generate())
+        let token = try DPoPEndToEndTests.token(issuer, boundTo: key)
+        let r = try scripts.call(h.port, "/test.Echo/Unary", metadata: [("x-firebase-appcheck", token)])
+        #expect(r.code == "UNAUTHENTICATED", "\(r)")
+        #expect(r.details == "app_check_token_invalid: dpop_missing")
+        #expect(r.trailing("www-authenticate") == ["DPoP error=\"invalid_dpop_proof\""], "\(r.trailing)")
+        #expect(silent.connections == 0)
+    }
+
+    /// `grpc-timeout` passing before any response head (the upstream is silent, its `response_timeout` far away):
+    /// the gateway ends the call itself with 4 DEADLINE_EXCEEDED, Trailers-Only. curl, which keeps no deadline of
+    /// its own (grpcio would end the call itself and hide the gateway's answer).
+    @Test func grpcTimeoutBeforeTheHeadIsDeadlineExceeded() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let silent = try Self.silentUpstream()
+        defer { silent.stop() }
+        let h = try Self.harness(issuer, silent)
+        defer { h.stop() }
+        let r = try Run.command("curl", [
+            "-sS", "-i", "--http2-prior-knowledge", "--max-time", "15", "-H", "content-type: application/grpc",
+            "-H", "grpc-timeout: 300m", "-H", "te: trailers", "-H", "x-request-id: deadline-1", "--data-binary",
+            "@/dev/null", "http://127.0.0.1:\(h.port)/test.Small/Unary",
+        ])
+        let head = r.stdout.lowercased()
+        #expect(head.hasPrefix("http/2 200"), "\(r.stdout) \(r.stderr)")
+        #expect(head.contains("grpc-status: 4\r\n"), "\(r.stdout)")
+        #expect(head.contains("grpc-message: deadline_exceeded: grpc_timeout\r\n"))
+        #expect(head.contains("x-request-id: deadline-1\r\n"))
+        let line = try Self.logLine(h, requestId: "deadline-1")
+        #expect(line["status"] as? Int == 504)
+        #expect(line["grpc_status"] as? Int == 4)
+        #expect(line["outcome"] as? String == "skipped", "an off route: the log's reason stays App Check's (none)")
+        #expect(silent.connections == 1, "the call had gone to the upstream")
+    }
+
     /// A gRPC call routed to an `http1` upstream: 14 UNAVAILABLE `upstream_not_h2`, logged, never forwarded, and no
     /// token spent on it (refused before the App Check step).
     @Test func grpcToAnHTTP1UpstreamIsUnavailable() throws {
@@ -182,10 +227,12 @@ import TestSupport
         for (version, contentType) in [("--http2-prior-knowledge", "application/grpc-web+proto"),
                                        ("--http2-prior-knowledge", "application/grpc-web-text"),
                                        ("--http1.1", "application/grpc"), ("--http1.1", "application/grpc-web")] {
+            // No body: curl 7.88 takes the RST_STREAM(NO_ERROR) that follows an answer given before the request
+            // body ended (RFC 9113 §8.1) for an error.
             let r = try Run.command("curl", ["-sS", "-i", version, "--max-time", "10", "-H", "content-type: \(contentType)",
-                                             "--data-binary", "x", url])
+                                             "-X", "POST", url])
             let text = r.stdout.lowercased()
-            #expect(text.contains(" 401"), "\(version) \(contentType): \(r.stdout) \(r.stderr)")
+            #expect(text.contains(" 401"), "\(version) \(contentType): \(r.status) \(r.stdout) \(r.stderr)")
             #expect(text.contains("content-type: application/json"), "\(version) \(contentType)")
             #expect(text.contains("\"error\":\"app_check_token_missing\""), "\(version) \(contentType)")
             #expect(!text.contains("grpc-status"), "\(version) \(contentType)")

@@ -13,9 +13,9 @@ extension Exchange {
     }
 
     /// The call's `grpc-timeout` passed before the upstream's trailers: the upstream's stream is reset and the call
-    /// ends with 4 DEADLINE_EXCEEDED: Trailers-Only when nothing of a response went out yet (logged 504, reason
-    /// `grpc_timeout`), else a trailing HEADERS frame after what was relayed (the responder's
-    /// `endGRPCCall`; logged with the upstream's status).
+    /// ends with 4 DEADLINE_EXCEEDED: Trailers-Only when nothing of a response went out yet (logged 504), else a
+    /// trailing HEADERS frame after what was relayed (the responder's `endGRPCCall`; logged with the upstream's
+    /// status).
     func grpcDeadlinePassed() {
         guard grpc != nil, !machine.isDone else { return }
         guard headSent else {
