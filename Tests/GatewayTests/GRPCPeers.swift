@@ -68,8 +68,10 @@ enum GRPCPeers {
 
     /// The upstream: service `test.Echo` with `Unary` (echoes), `Count` (server streaming: the request's first byte
     /// as a count, one byte per message), `Sum` (client streaming: the total length), `Chat` (bidirectional: echoes
-    /// each message), `Fail` (NOT_FOUND with trailing metadata `x-custom: kept`) and `Slow` (never answers; records
-    /// when the call is cancelled). Every call's metadata is appended to the log file as a JSON line.
+    /// each message), `Fail` (NOT_FOUND with trailing metadata `x-custom: kept`), `Slow` (never answers; records
+    /// when the call is cancelled) and `Stall` (one message, then nothing until cancelled, recorded); also as
+    /// `test.Once`, `test.Bound` and `test.Open`. Every call's metadata and `time_remaining` (the deadline the server
+    /// got, from `grpc-timeout`) is appended to the log file as a JSON line.
     static let serverScript = #"""
     import grpc, json, os, sys, threading, time
     from concurrent import futures
@@ -80,6 +82,7 @@ enum GRPCPeers {
         entry = {"event": event, "method": extra.pop("method", ""), **extra}
         if ctx is not None:
             entry["metadata"] = [[k, v if isinstance(v, str) else v.hex()] for k, v in ctx.invocation_metadata()]
+            entry["time_remaining"] = ctx.time_remaining()
         with lock, open(log_file, "a") as f:
             f.write(json.dumps(entry) + "\n")
 
@@ -116,6 +119,14 @@ enum GRPCPeers {
         log("ended", None, method="Slow", active=ctx.is_active(), cancelled=done.is_set())
         return b""
 
+    def stall(request, ctx):
+        log("call", ctx, method="Stall")
+        done = threading.Event()
+        ctx.add_callback(done.set)
+        yield b"first"
+        done.wait(60)
+        log("ended", None, method="Stall", active=ctx.is_active(), cancelled=done.is_set())
+
     handlers = {
         "Unary": grpc.unary_unary_rpc_method_handler(unary),
         "Count": grpc.unary_stream_rpc_method_handler(count),
@@ -123,15 +134,70 @@ enum GRPCPeers {
         "Chat": grpc.stream_stream_rpc_method_handler(chat),
         "Fail": grpc.unary_unary_rpc_method_handler(fail),
         "Slow": grpc.unary_unary_rpc_method_handler(slow),
+        "Stall": grpc.unary_stream_rpc_method_handler(stall),
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Echo", handlers),))
+    # The same methods under several service names, so a test's routes can differ by service.
+    server.add_generic_rpc_handlers(tuple(grpc.method_handlers_generic_handler(name, handlers)
+                                          for name in ("test.Echo", "test.Once", "test.Bound", "test.Open")))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     with open(port_file + ".tmp", "w") as f:
         f.write(str(port))
     os.rename(port_file + ".tmp", port_file)
     server.wait_for_termination()
+    """#
+
+    /// A bare HTTP/2 server (Debian's python3-h2) that logs what gRPC servers hide: each request's fields and each
+    /// RST_STREAM it receives. `…/Stall` gets a response head and one message, then nothing; anything else gets
+    /// nothing at all. It keeps no deadline of its own, so a reset it sees came from the gateway.
+    static let rawServerScript = #"""
+    import json, os, socket, sys, threading
+    import h2.config, h2.connection, h2.events
+    port_file, log_file = sys.argv[1], sys.argv[2]
+    lock = threading.Lock()
+
+    def log(entry):
+        with lock, open(log_file, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def serve(sock):
+        conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        while True:
+            try:
+                data = sock.recv(65535)
+            except OSError:
+                data = b""
+            if not data:
+                log({"event": "closed"})
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    headers = [[k, v] for k, v in ev.headers]
+                    path = dict(ev.headers).get(":path", "")
+                    log({"event": "request", "stream": ev.stream_id, "path": path, "headers": headers})
+                    if path.endswith("/Stall"):
+                        conn.send_headers(ev.stream_id, [(":status", "200"), ("content-type", "application/grpc")])
+                        conn.send_data(ev.stream_id, b"\x00\x00\x00\x00\x05first")
+                elif isinstance(ev, h2.events.DataReceived):
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamReset):
+                    log({"event": "reset", "stream": ev.stream_id, "code": int(ev.error_code)})
+            out = conn.data_to_send()
+            if out:
+                sock.sendall(out)
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(listener.getsockname()[1]))
+    os.rename(port_file + ".tmp", port_file)
+    while True:
+        s, _ = listener.accept()
+        threading.Thread(target=serve, args=(s,), daemon=True).start()
     """#
 
     /// A call's outcome as the grpcio client saw it.
@@ -155,6 +221,7 @@ enum GRPCPeers {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try GRPCPeers.clientScript.write(toFile: directory + "/client.py", atomically: true, encoding: .utf8)
             try GRPCPeers.serverScript.write(toFile: directory + "/server.py", atomically: true, encoding: .utf8)
+            try GRPCPeers.rawServerScript.write(toFile: directory + "/raw.py", atomically: true, encoding: .utf8)
         }
 
         deinit { try? FileManager.default.removeItem(atPath: directory) }
@@ -201,11 +268,12 @@ enum GRPCPeers {
         let port: UInt16
         let logPath: String
 
-        init(_ scripts: Scripts) throws {
+        /// `raw`: the bare HTTP/2 server instead of grpcio's.
+        init(_ scripts: Scripts, raw: Bool = false) throws {
             let portPath = scripts.directory + "/port-\(UUID().uuidString)"
             logPath = scripts.directory + "/calls-\(UUID().uuidString).log"
             process.executableURL = URL(fileURLWithPath: GRPCPeers.python)
-            process.arguments = [scripts.directory + "/server.py", portPath, logPath]
+            process.arguments = [scripts.directory + (raw ? "/raw.py" : "/server.py"), portPath, logPath]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
@@ -221,7 +289,7 @@ enum GRPCPeers {
             guard let found else {
                 // SIGKILL: test processes block SIGTERM, and their children inherit the mask.
                 kill(process.processIdentifier, SIGKILL)
-                throw HarnessError("the grpcio server did not start (python3-grpcio installed? make deps-test)")
+                throw HarnessError("the Python HTTP/2 server did not start (python3-grpcio, python3-h2 installed? make deps-test)")
             }
             port = found
         }
@@ -244,6 +312,17 @@ enum GRPCPeers {
             try events().filter { $0["event"] as? String == "call" }.map { e in
                 (e["method"] as? String ?? "", ((e["metadata"] as? [[String]]) ?? []).map { ($0[0], $0[1]) })
             }
+        }
+
+        /// Waits (at most `timeout` seconds) until the logged events satisfy `done`; the events at that point.
+        func waitForEvents(timeout: Double = 15, _ done: ([[String: Any]]) -> Bool) throws -> [[String: Any]] {
+            let deadline = Date().addingTimeInterval(timeout)
+            var seen = try events()
+            while !done(seen) && Date() < deadline {
+                usleep(20_000)
+                seen = try events()
+            }
+            return seen
         }
 
         func stop() {
