@@ -8,12 +8,13 @@ enum GRPCPeers {
     /// Debian's interpreter: python3-grpcio is installed for it, not for whatever `python3` is first in PATH.
     static let python = "/usr/bin/python3"
 
-    /// One call, described by a JSON object on argv[1]: `target`, `method`, `kind` (`unary`, `server_stream`,
+    /// One call, described by a JSON object in the file argv[1] names: `target`, `method`, `kind` (`unary`, `server_stream`,
     /// `client_stream`, `bidi`, `pingpong`), `requests` (hex), `metadata` ([[name, value]]), `timeout` (seconds).
     /// Prints one JSON line: `code`, `details`, `responses` (hex), `initial` and `trailing` metadata.
     static let clientScript = #"""
     import grpc, json, queue, sys
-    spec = json.loads(sys.argv[1])
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
     channel = grpc.insecure_channel(spec["target"], options=[("grpc.enable_http_proxy", 0)])
     kind, method = spec.get("kind", "unary"), spec["method"]
     metadata = [tuple(m) for m in spec.get("metadata", [])]
@@ -235,8 +236,11 @@ enum GRPCPeers {
                 "metadata": metadata.map { [$0.0, $0.1] },
             ]
             if let timeout { spec["timeout"] = timeout }
-            let json = String(decoding: try JSONSerialization.data(withJSONObject: spec), as: UTF8.self)
-            let r = try BoundedCommand.run(GRPCPeers.python, [directory + "/client.py", json], timeout: 60)
+            // In a file: a large message does not fit in an argument list.
+            let specPath = directory + "/call-\(UUID().uuidString).json"
+            try JSONSerialization.data(withJSONObject: spec).write(to: URL(fileURLWithPath: specPath))
+            defer { try? FileManager.default.removeItem(atPath: specPath) }
+            let r = try BoundedCommand.run(GRPCPeers.python, [directory + "/client.py", specPath], timeout: 60)
             guard let line = r.stdout.split(separator: "\n").last,
                   let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                   let code = obj["code"] as? String else {

@@ -8,8 +8,9 @@ struct GRPCCall {
     /// `grpc-timeout` in nanoseconds, when the client sent one (forwarded unchanged; the gateway ends the call with
     /// DEADLINE_EXCEEDED when it passes before the upstream's trailers).
     let timeout: UInt64?
-    /// The `grpc-status` the gateway ended the call with itself (its own answer, or DEADLINE_EXCEEDED after the
-    /// upstream's head); nil while the upstream's own status is relayed. Logged as `grpc_status`.
+    /// The `grpc-status` the call ended with, logged as `grpc_status`: the gateway's own answer, DEADLINE_EXCEEDED
+    /// after the upstream's head, or the upstream's (its trailers or its Trailers-Only head); nil when none was seen
+    /// (a cut stream).
     var status: Int? = nil
 
     /// What a request head is, for gRPC.
@@ -69,6 +70,20 @@ struct GRPCCall {
         }
         let (ns, overflow) = n.multipliedReportingOverflow(by: unit)
         return overflow ? .max : ns
+    }
+
+    /// The `grpc-status` in `fields` (an upstream's trailers or Trailers-Only head): 1 to 3 digits, else nil.
+    static func status(in fields: HTTPHeaders) -> Int? {
+        guard let i = fields.firstIndex(ofLiteral: "grpc-status") else { return nil }
+        return fields.withValueBytes(at: i) { v -> Int? in
+            guard (1...3).contains(v.count) else { return nil }
+            var n = 0
+            for b in v {
+                guard b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") else { return nil }
+                n = n * 10 + Int(b - UInt8(ascii: "0"))
+            }
+            return n
+        }
     }
 
     /// `parseTimeout` of a string (tests, tools).

@@ -91,10 +91,15 @@ final class H2StreamExchange: ExchangeResponder {
         // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
         var list = connection.takeHeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
-        if case .contentLength(let n) = framing { list.add("content-length", decimal: n) }
+        // A gRPC server's Trailers-Only answer (a head that ends the stream, `grpc-status` in it) stays one HEADERS
+        // frame with END_STREAM: followed by an empty DATA frame, gRPC clients take its fields for initial metadata
+        // and find no status.
+        let trailersOnly = ex.grpc != nil && framing == .contentLength(0)
+        if case .contentLength(let n) = framing, !trailersOnly { list.add("content-length", decimal: n) }
         // Unique per response: never indexed (no HPACK table entry per response; see `addNeverIndexed`).
         ex.id.withBytes { list.addNeverIndexed("x-request-id", $0) }
-        var endStream = false
+        var endStream = trailersOnly
+        if trailersOnly { ex.grpc?.status = GRPCCall.status(in: head.headers) }
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
         connection.recycle(&list)
@@ -109,6 +114,7 @@ final class H2StreamExchange: ExchangeResponder {
 
     func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
         if let trailers = ex.responseTrailers {
+            if ex.grpc != nil { ex.grpc?.status = GRPCCall.status(in: trailers) }
             // A trailing HEADERS frame (SPEC §6.1): the fields `TrailerFilter` allows, lower-cased by the list.
             var list = H2HeaderList()
             TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
@@ -134,6 +140,14 @@ final class H2StreamExchange: ExchangeResponder {
         var fields = fields
         fields.append(("x-request-id", ex.requestId))
         connection.sendHead(streamID, status: 200, headers: fields, endStream: true)
+        connection.streamProgressed()
+    }
+
+    /// A trailing HEADERS frame with END_STREAM after what was relayed (the call's `grpc-timeout` passed).
+    func endGRPCCall(_ trailers: [(String, String)], exchange ex: Exchange) {
+        var list = H2HeaderList()
+        for (name, value) in trailers { list.add(name, value) }
+        connection.sendTrailers(streamID, list)
         connection.streamProgressed()
     }
 
