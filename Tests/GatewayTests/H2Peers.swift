@@ -11,7 +11,7 @@ enum H2Peers {
 # Paths: /echo (the body back; ?trailers=1 adds response trailers), /hold?n=N (answered once N /hold requests are
 # open at once, across connections), /wait (never answered), /reset (RST_STREAM), /bigheader (a 100 KB field).
 import json, os, socket, ssl, sys, threading
-import h2.config, h2.connection, h2.events, h2.settings
+import h2.config, h2.connection, h2.events, h2.settings, hyperframe.frame
 
 port_file, log_file, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 log_lock = threading.Lock()
@@ -35,6 +35,7 @@ class Conn:
         self.streams = {}  # id -> {"headers", "body", "trailers"}
         self.requests = 0
         self.goaway_sent = False
+        self.last_stream = 0
         self.open = set()
 
     def flush(self):
@@ -120,6 +121,9 @@ class Conn:
                 done = []
                 for e in events:
                     if isinstance(e, h2.events.RequestReceived):
+                        if self.goaway_sent and e.stream_id > self.last_stream:
+                            log(event="ignored", conn=self.id, stream=e.stream_id)
+                            continue
                         self.streams[e.stream_id] = {"headers": [list(x) for x in e.headers], "body": b"",
                                                      "trailers": []}
                         self.open.add(e.stream_id)
@@ -127,9 +131,14 @@ class Conn:
                         goaway = options.get("goaway_after")
                         if goaway and self.requests == goaway and not self.goaway_sent:
                             with self.lock:
+                                # A GOAWAY frame of our own: hyper-h2's close_connection would stop the open streams too.
                                 self.goaway_sent = True
-                                self.h2.close_connection(last_stream_id=e.stream_id)
+                                self.last_stream = e.stream_id
                                 self.flush()
+                                frame = hyperframe.frame.GoAwayFrame(0)
+                                frame.last_stream_id = e.stream_id
+                                frame.error_code = 0
+                                self.sock.sendall(frame.serialize())
                             log(event="goaway", conn=self.id, last_stream=e.stream_id)
                     elif isinstance(e, h2.events.DataReceived):
                         if e.stream_id in self.streams:

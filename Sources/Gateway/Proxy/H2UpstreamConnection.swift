@@ -68,6 +68,9 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
         return H2UpstreamStream(connection: self, owner: owner, method: method, reused: completedStreams > 0)
     }
 
+    /// Counts a stream moved here from a connection that refused it (`H2UpstreamStream.moveAfterRefusal`).
+    func adopt() { perform(machine.handle(.streamOpened)) }
+
     /// Submits a stream's request head; false when the session takes no new stream (the stream then fails).
     func submit(_ stream: H2UpstreamStream, method: String, authority: String, path: String, headers: H2HeaderList,
                 endStream: Bool) -> Bool {
@@ -109,9 +112,10 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
             flush()
             closeSocket()
         case .failStreams(let kind):
-            closeSocket()
+            // Taken first: closing the session reports its streams, which must hear `kind` instead.
             let open = streams.values.sorted { $0.id < $1.id }
             streams.removeAll()
+            closeSocket()
             for s in open { s.connectionFailed(kind) }
         }
     }

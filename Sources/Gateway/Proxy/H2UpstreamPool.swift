@@ -21,9 +21,12 @@ final class H2UpstreamPool {
 
     /// A stream for one exchange.
     func acquire(for owner: UpstreamOwner, method: String, heavy: Bool) -> Result<UpstreamChannel, UpstreamFailure> {
-        for c in connections where c.acceptsStream {
-            return .success(c.openStream(for: owner, method: method))
-        }
+        connection(heavy: heavy).map { $0.openStream(for: owner, method: method) }
+    }
+
+    /// The oldest connection that takes one more stream, else a new one.
+    func connection(heavy: Bool) -> Result<H2UpstreamConnection, UpstreamFailure> {
+        for c in connections where c.acceptsStream { return .success(c) }
         let socket: UpstreamPool.NewSocket
         switch pool.newSocket(heavy: heavy, tls: tls) {
         case .failure(let kind): return .failure(kind)
@@ -36,7 +39,7 @@ final class H2UpstreamPool {
             return .failure(.connectRefused)
         }
         connections.append(conn)
-        return .success(conn.openStream(for: owner, method: method))
+        return .success(conn)
     }
 
     /// A connection closed.

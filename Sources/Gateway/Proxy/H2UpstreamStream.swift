@@ -13,15 +13,23 @@ import HTTPWire
 /// `clientDrained`, so the upstream's sending on this stream stops at the stream's window; request bytes are buffered in
 /// the session up to the exchange's high-water mark (`requestBacklog`) and the exchange hears `upstreamDrained`.
 final class H2UpstreamStream: UpstreamChannel {
-    /// Strong: the connection outlives its streams (it drops them from its table when they end).
-    let connection: H2UpstreamConnection
+    /// Strong: the connection outlives its streams (it drops them from its table when they end). Changes only when a
+    /// refused stream moves to another connection (`moveAfterRefusal`).
+    private(set) var connection: H2UpstreamConnection
     private(set) var owner: UpstreamOwner?
     let method: String
     /// The stream id, once the head was submitted (0 before).
     var id: Int32 = 0
     var streamIdleTimeout: UInt64 = 0
     /// The connection had served other streams when this one opened (see `UpstreamFailure.staleConnection`).
-    private let reused: Bool
+    private var reused: Bool
+    /// The submitted head, kept until the response head arrives: a stream the server refused (REFUSED_STREAM, or past
+    /// its GOAWAY's last stream id) was not processed and is sent again on another connection (RFC 9113 §8.7), at most
+    /// `maxMoves` times, while no body byte was given to the session.
+    private var submitted: (method: String, authority: String, path: String, headers: H2HeaderList, endStream: Bool)?
+    private var moves = 0
+    private var bodyGiven = false
+    static let maxMoves = 3
     private var responseSeen = false
     private var headArrived = false
     /// Response bytes handed to the client while it was full, not yet acknowledged to the upstream.
@@ -75,6 +83,7 @@ final class H2UpstreamStream: UpstreamChannel {
         }
         requestEnded = endStream
         let host = authority ?? (settings.port == defaultPort ? settings.host : "\(settings.host):\(settings.port)")
+        submitted = (head.method, host, head.target, list, endStream)
         guard connection.submit(self, method: head.method, authority: host, path: head.target, headers: list,
                                 endStream: endStream) else {
             fail(.reset)
@@ -86,6 +95,7 @@ final class H2UpstreamStream: UpstreamChannel {
     func sendBody(_ bytes: UnsafeRawBufferPointer, chunked: Bool) {
         guard !over, id > 0, !requestEnded, bytes.count > 0 else { return }
         connection.session.sendData(streamID: id, bytes, endStream: false)
+        bodyGiven = true
         moved()
         connection.flush()
     }
@@ -93,6 +103,7 @@ final class H2UpstreamStream: UpstreamChannel {
     func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
         guard !over, id > 0, !requestEnded else { return }
         requestEnded = true
+        bodyGiven = true
         if let trailers, !trailers.isEmpty {
             var list = H2HeaderList()
             TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
@@ -128,6 +139,7 @@ final class H2UpstreamStream: UpstreamChannel {
         guard !over, let owner else { return }
         responseSeen = true
         headArrived = true
+        submitted = nil
         var contentLength: Int64?
         if let i = headers.firstIndex(ofLiteral: "content-length") {
             contentLength = headers.withValueBytes(at: i) { Self.decimal($0) }
@@ -176,7 +188,7 @@ final class H2UpstreamStream: UpstreamChannel {
 
     func failed(_ failure: H2StreamFailure) {
         switch failure {
-        case .refused: fail(.staleConnection)
+        case .refused: if !moveAfterRefusal() { fail(.staleConnection) }
         case .malformed: fail(.badResponse)
         case .reset: fail(.reset)
         case .connectionClosed: fail(reused && !responseSeen ? .staleConnection : .reset)
@@ -189,6 +201,28 @@ final class H2UpstreamStream: UpstreamChannel {
     }
 
     func requestDrained() { owner?.upstreamDrained() }
+
+    /// The server did not process the stream: it goes to a connection that takes it (a new one if none), unseen by
+    /// the exchange. False when it cannot (a body byte already went to the session, too many moves, no connection).
+    private func moveAfterRefusal() -> Bool {
+        guard !over, !bodyGiven, moves < Self.maxMoves, let head = submitted, let pool = connection.pool.h2 else {
+            return false
+        }
+        moves += 1
+        let old = connection
+        guard case .success(let next) = pool.connection(heavy: false) else { return false }
+        old.streamFinished(self, completed: false)
+        id = 0
+        connection = next
+        reused = next.completedStreams > 0
+        next.adopt()
+        guard next.submit(self, method: head.method, authority: head.authority, path: head.path,
+                          headers: head.headers, endStream: head.endStream) else {
+            fail(.staleConnection)
+            return true
+        }
+        return true
+    }
 
     private func fail(_ kind: UpstreamFailure) {
         guard !over else { return }

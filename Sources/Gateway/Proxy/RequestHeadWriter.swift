@@ -201,7 +201,12 @@ enum ResponseHeadWriter {
     static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: RequestID,
                       responseFraming: inout ClientResponseFraming, clientVersionMinor: Int, closeAfterResponse: inout Bool) {
         writeStatusLine(head.status, into: out)
-        head.withReasonBytes { out.append($0) }
+        // An HTTP/2 upstream's head has no reason phrase (RFC 9113 §8.3.2): the registry's, as for our own answers.
+        if head.reasonRange.isEmpty && head.versionMinor == 1 && head.connectionTokens.isEmpty {
+            out.append(ErrorResponse.reasonPhrase(head.status))
+        } else {
+            head.withReasonBytes { out.append($0) }
+        }
         out.append(static: "\r\n")
         ResponseHeaderFilter.forEach(head, framing: framing) { _, _, line in
             out.append(line)
