@@ -71,8 +71,9 @@ enum GRPCPeers {
     /// as a count, one byte per message), `Sum` (client streaming: the total length), `Chat` (bidirectional: echoes
     /// each message), `Fail` (NOT_FOUND with trailing metadata `x-custom: kept`), `Slow` (never answers; records
     /// when the call is cancelled) and `Stall` (one message, then nothing until cancelled, recorded); also as
-    /// `test.Once`, `test.Bound` and `test.Open`. Every call's metadata and `time_remaining` (the deadline the server
-    /// got, from `grpc-timeout`) is appended to the log file as a JSON line.
+    /// `test.Once`, `test.Bound`, `test.Open` and `chat.v1.ChatService` (the example config's). Every call's metadata
+    /// and `time_remaining` (the deadline the server got, from `grpc-timeout`) is appended to the log file as a JSON
+    /// line.
     static let serverScript = #"""
     import grpc, json, os, sys, threading, time
     from concurrent import futures
@@ -140,7 +141,8 @@ enum GRPCPeers {
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     # The same methods under several service names, so a test's routes can differ by service.
     server.add_generic_rpc_handlers(tuple(grpc.method_handlers_generic_handler(name, handlers)
-                                          for name in ("test.Echo", "test.Once", "test.Bound", "test.Open")))
+                                          for name in ("test.Echo", "test.Once", "test.Bound", "test.Open",
+                                                    "chat.v1.ChatService")))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     with open(port_file + ".tmp", "w") as f:
