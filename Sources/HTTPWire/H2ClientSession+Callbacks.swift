@@ -90,6 +90,13 @@ extension H2ClientSession {
         }
     }
 
+    /// nghttp2 ended the session on a connection error it found itself (a frame too large, a bad preface, …): the
+    /// GOAWAY it queued carries the code; nothing more is read.
+    func onFrameSent(_ frame: nghttp2_frame) {
+        guard UInt32(frame.hd.type) == NGHTTP2_GOAWAY.rawValue, frame.goaway.error_code != 0, closeReason == nil else { return }
+        closeReason = "goaway_" + H2ErrorCode(rawValue: frame.goaway.error_code).description
+    }
+
     func onData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
         guard let session else { return }
         // The connection window reopens at once: a stream whose client is slow holds only its own window.
@@ -218,6 +225,13 @@ extension H2ClientSession {
             H2ClientSession.with(user) { me in
                 me.onData(streamID, UnsafeRawBufferPointer(start: data, count: length))
                 return me.callbackResult
+            }
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, user in
+            guard let frame else { return 0 }
+            return H2ClientSession.with(user) { me in
+                me.onFrameSent(frame.pointee)
+                return 0
             }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in

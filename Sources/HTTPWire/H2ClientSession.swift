@@ -103,7 +103,9 @@ public final class H2ClientSession {
 
     // MARK: - Input and output
 
-    /// Feeds bytes read from the connection. Delegate events are delivered before this returns.
+    /// Feeds bytes read from the connection. Delegate events are delivered before this returns. A connection error
+    /// nghttp2 answers itself (a malformed frame) shows once its GOAWAY went out: `send` then sets
+    /// `terminationReason` and `isFinished`.
     public func receive(_ bytes: UnsafeRawBufferPointer) -> H2Status {
         if let closeReason { return .closeConnection(reason: closeReason) }
         guard let session else { return .closeConnection(reason: "nghttp2_init_failed") }
