@@ -145,6 +145,7 @@ extension ConfigDecoder {
             route.websocket = websocket
             route.streamIdleTimeout = streamIdle
             (route.dpop, route.dpopMaxAge) = dpop
+            if let matchNode { warnGRPCOnHTTP1(route, matchNode, context, upstreams[upstreamIndex]) }
             routes.append(route)
         }
         return routes

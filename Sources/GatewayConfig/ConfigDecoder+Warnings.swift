@@ -70,6 +70,42 @@ extension ConfigDecoder {
 }
 
 extension ConfigDecoder {
+    /// A route whose path or prefix names a gRPC service (`/package.Service/`, SPEC §6.1) on an `http1` upstream: every
+    /// gRPC call to it would be answered 14 UNAVAILABLE (`upstream_not_h2`).
+    func warnGRPCOnHTTP1(_ route: RouteSettings, _ matchNode: Node, _ context: String, _ upstream: UpstreamSettings) {
+        guard upstream.httpProtocol == .http1 else { return }
+        let (key, text, isPrefix): (String, String, Bool) = switch route.match {
+        case let .exact(p): ("path", p, false)
+        case let .prefix(p): ("prefix", p, true)
+        }
+        guard Self.looksLikeGRPCService(text, isPrefix: isPrefix) else { return }
+        warning(ConfigPosition(matchNode), "\(context) \(key) \(text) looks like a gRPC service, but upstream '\(upstream.name)' has protocol: http1: gRPC calls there are answered 14 UNAVAILABLE (upstream_not_h2); set protocol: h2 on the upstream")
+    }
+
+    /// `/package.Service/…`: a first segment of two or more dot-separated identifiers (`[A-Za-z_][A-Za-z0-9_]*`)
+    /// whose last one starts with an upper-case letter (protobuf's style for service names: `helloworld.Greeter`,
+    /// `grpc.health.v1.Health`), followed by `/` and a method (an exact path), or by `/` or nothing (a prefix).
+    /// `/v1.2/` or `/static.files/` are not.
+    static func looksLikeGRPCService(_ path: String, isPrefix: Bool) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        let rest = path.dropFirst()
+        let service = rest.prefix { $0 != "/" }
+        let method = rest.dropFirst(service.count)
+        if isPrefix {
+            guard method.isEmpty || method == "/" else { return false }
+        } else {
+            guard method.count > 1, !method.dropFirst().contains("/") else { return false }
+        }
+        let parts = service.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 2, let last = parts.last?.first, last.isASCII, last.isUppercase else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.first, first.isASCII, first.isLetter || first == "_" else { return false }
+            return part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+        }
+    }
+}
+
+extension ConfigDecoder {
     /// Keys users put one level too high, with the section they belong to: `shutdown_grace` under `server:` is
     /// `server.limits.shutdown_grace`. Only a pointer for the message; the key stays an error.
     static let misplacedKeys: [String: [String: String]] = [

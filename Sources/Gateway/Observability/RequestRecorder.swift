@@ -216,6 +216,8 @@ final class RequestRecorder {
         line.field("method", ex.method)
         line.field("path", ex.path)
         line.field("status", status)
+        // A gRPC call (SPEC §6.1): the `grpc-status` it ended with (the gateway's or the upstream's).
+        if let code = ex.grpc?.status { line.field("grpc_status", code) }
         line.field("duration_ms", milliseconds: Double(now &- ex.start) / 1e6)
         if ex.upstreamStart != 0 && ex.upstreamEnd >= ex.upstreamStart {
             line.field("upstream_ms", milliseconds: Double(ex.upstreamEnd - ex.upstreamStart) / 1e6)

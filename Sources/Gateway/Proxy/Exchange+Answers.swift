@@ -1,7 +1,7 @@
 import HTTPWire
 
-/// The answers the exchange writes itself (docs/behaviour.md JSON errors, built-in responses): the `answer` event of
-/// the machine, and the bytes it writes.
+/// The answers the exchange writes itself (docs/behaviour.md JSON errors, built-in responses; on a gRPC call its
+/// errors in gRPC form, `GRPCStatus`): the `answer` event of the machine, and the bytes it writes.
 extension Exchange {
     // MARK: answers of our own
 
@@ -9,21 +9,30 @@ extension Exchange {
         var status: Int
         var headers: [(String, String)]
         var body: [UInt8]
+        /// A gRPC call's error, with its `grpc-status`: `headers` are its Trailers-Only fields, written with HTTP
+        /// status 200 and nothing else (`status`, the same answer's status on plain HTTP, is what the log line and
+        /// metrics record).
+        var grpcStatus: Int? = nil
     }
 
     func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil,
                      dpopChallenge: Bool = false) -> PendingAnswer {
-        var headers = [("Content-Type", "application/json")]
-        if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
-        if dpopChallenge { headers.append(("WWW-Authenticate", "DPoP error=\"invalid_dpop_proof\"")) }
         // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
         // a plain 404 (no route) has none.
         if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
+        if grpc != nil {
+            return PendingAnswer(status: status, headers: GRPCStatus.fields(
+                httpStatus: status, code: code, reason: reason, retryAfter: retryAfter, dpopChallenge: dpopChallenge),
+                                 body: [], grpcStatus: GRPCStatus.code(forHTTPStatus: status))
+        }
+        var headers = [("Content-Type", "application/json")]
+        if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        if dpopChallenge { headers.append(("WWW-Authenticate", "DPoP error=\"invalid_dpop_proof\"")) }
         return PendingAnswer(status: status, headers: headers,
                              body: Array(ErrorResponse.body(code: code, reason: reason, requestId: requestId).utf8))
     }
 
-    /// An error of the gateway's own (docs/behaviour.md JSON body). After part of a response went out, the
+    /// An error of the gateway's own (docs/behaviour.md JSON body; on a gRPC call, Trailers-Only). After part of a response went out, the
     /// response is cut instead. `close`: the connection closes after it even when the request body was read whole.
     func respondError(status: Int, code: String, reason: String, close: Bool, retryAfter: Int? = nil,
                       dpopChallenge: Bool = false) {
@@ -44,8 +53,13 @@ extension Exchange {
         upstream?.abandon()
         upstream = nil
         status = answer.status
-        responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
-                                   close: close, exchange: self)
+        if let code = answer.grpcStatus {
+            grpc?.status = code
+            responder?.respondTrailersOnly(answer.headers, exchange: self)
+        } else {
+            responder?.respondComplete(status: answer.status, headers: answer.headers, body: answer.body,
+                                       close: close, exchange: self)
+        }
         finish()
     }
 }

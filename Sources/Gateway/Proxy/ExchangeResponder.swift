@@ -42,8 +42,24 @@ protocol ExchangeResponder: AnyObject {
     /// `HEAD` (`exchange.isHead`). `close`: the request body was not (or not wholly) read, or the request was
     /// malformed, so an HTTP/1.1 connection must close after it.
     func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange: Exchange)
+    /// A gRPC call's own answer (SPEC §6.1), nothing of a response having been sent: HTTP status 200 and `fields`
+    /// (`content-type`, `grpc-status`, `grpc-message`, …) plus `x-request-id`, in one HEADERS frame that ends the
+    /// stream ("Trailers-Only"). Only HTTP/2 carries gRPC; the default (for the HTTP/1.1 adapter, which never sees a
+    /// gRPC call) is a `200` with those fields and no body.
+    func respondTrailersOnly(_ fields: [(String, String)], exchange: Exchange)
+    /// A gRPC call whose response has started ends now, with `trailers` (`grpc-status`, `grpc-message`) after what
+    /// went out, instead of being cut. The default cuts it (`abortResponse`).
+    func endGRPCCall(_ trailers: [(String, String)], exchange: Exchange)
     /// Part of the response went out and it cannot be completed: cut the stream (or the connection).
     func abortResponse(exchange: Exchange)
     /// The exchange is over and has been logged; the responder may take the next request.
     func exchangeFinished(_ exchange: Exchange)
+}
+
+extension ExchangeResponder {
+    func respondTrailersOnly(_ fields: [(String, String)], exchange: Exchange) {
+        respondComplete(status: 200, headers: fields, body: [], close: false, exchange: exchange)
+    }
+
+    func endGRPCCall(_ trailers: [(String, String)], exchange: Exchange) { abortResponse(exchange: exchange) }
 }

@@ -16,6 +16,8 @@ final class H2StreamExchange: ExchangeResponder {
     private var unconsumed = 0
     /// `body_timeout`: armed while the request body is still coming, pushed back by every DATA frame.
     private var bodyTimer: LoopTimer?
+    /// A gRPC call's `grpc-timeout` (nil for any other request, and for a call without one).
+    private var grpcTimer: LoopTimer?
     private var deadlines: RequestDeadlines
 
     init(streamID: Int32, connection: H2Connection) {
@@ -36,7 +38,21 @@ final class H2StreamExchange: ExchangeResponder {
         let ex = Exchange(head: head, bodyFollows: !endStream, context: context, responder: self)
         exchange = ex
         if !endStream { bodyProgressed() }
-        ex.begin()
+        switch GRPCCall.detect(head.headers) {
+        case .notGRPC:
+            ex.begin()
+        case .call(let timeout):
+            ex.grpc = GRPCCall(timeout: timeout)
+            ex.begin()
+            // A deadline past the end of the monotonic clock (`UInt64` nanoseconds) is none.
+            if let timeout, !ex.finished, case (let at, false) = ex.start.addingReportingOverflow(timeout) {
+                startGRPCDeadline(at: at)
+            }
+        case .malformedTimeout:
+            // As a gRPC server refuses it (before anything else): 3 INVALID_ARGUMENT, never forwarded.
+            ex.grpc = GRPCCall(timeout: nil)
+            ex.respondError(status: 400, code: "bad_request", reason: "grpc_timeout_invalid", close: false)
+        }
         connection.streamProgressed()
     }
 
@@ -75,10 +91,15 @@ final class H2StreamExchange: ExchangeResponder {
         // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
         var list = connection.takeHeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
-        if case .contentLength(let n) = framing { list.add("content-length", decimal: n) }
+        // A gRPC server's Trailers-Only answer (a head that ends the stream, `grpc-status` in it) stays one HEADERS
+        // frame with END_STREAM: followed by an empty DATA frame, gRPC clients take its fields for initial metadata
+        // and find no status.
+        let trailersOnly = ex.grpc != nil && framing == .contentLength(0)
+        if case .contentLength(let n) = framing, !trailersOnly { list.add("content-length", decimal: n) }
         // Unique per response: never indexed (no HPACK table entry per response; see `addNeverIndexed`).
         ex.id.withBytes { list.addNeverIndexed("x-request-id", $0) }
-        var endStream = false
+        var endStream = trailersOnly
+        if trailersOnly { ex.grpc?.status = GRPCCall.status(in: head.headers) }
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
         connection.recycle(&list)
@@ -92,6 +113,15 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
+        if let trailers = ex.responseTrailers {
+            if ex.grpc != nil { ex.grpc?.status = GRPCCall.status(in: trailers) }
+            // A trailing HEADERS frame (SPEC §6.1): the fields `TrailerFilter` allows, lower-cased by the list.
+            var list = H2HeaderList()
+            TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
+            connection.sendTrailers(streamID, list)
+            connection.streamProgressed()
+            return
+        }
         connection.sendData(streamID, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
         connection.streamProgressed()
     }
@@ -106,6 +136,21 @@ final class H2StreamExchange: ExchangeResponder {
         connection.streamProgressed()
     }
 
+    func respondTrailersOnly(_ fields: [(String, String)], exchange ex: Exchange) {
+        var fields = fields
+        fields.append(("x-request-id", ex.requestId))
+        connection.sendHead(streamID, status: 200, headers: fields, endStream: true)
+        connection.streamProgressed()
+    }
+
+    /// A trailing HEADERS frame with END_STREAM after what was relayed (the call's `grpc-timeout` passed).
+    func endGRPCCall(_ trailers: [(String, String)], exchange ex: Exchange) {
+        var list = H2HeaderList()
+        for (name, value) in trailers { list.add(name, value) }
+        connection.sendTrailers(streamID, list)
+        connection.streamProgressed()
+    }
+
     func sendContinue(exchange ex: Exchange) { connection.sendContinue(streamID) }
 
     func abortResponse(exchange ex: Exchange) {
@@ -115,6 +160,7 @@ final class H2StreamExchange: ExchangeResponder {
 
     func exchangeFinished(_ ex: Exchange) {
         stopBodyTimer()
+        stopGRPCDeadline()
         // Whatever the exchange held back is acknowledged: the stream's window must not shrink for good.
         if unconsumed > 0 {
             connection.consume(streamID, unconsumed)
@@ -164,6 +210,25 @@ final class H2StreamExchange: ExchangeResponder {
         }
     }
 
+    // MARK: grpc-timeout
+
+    /// The call's `grpc-timeout`, from the arrival of its head: when it passes first, the exchange ends the call with
+    /// DEADLINE_EXCEEDED (Exchange+GRPC.swift). Cancelled when the exchange ends, so a long timeout holds nothing.
+    private func startGRPCDeadline(at deadline: UInt64) {
+        let timer = LoopTimer { [weak self] in
+            guard let self, let ex = self.exchange else { return }
+            ex.grpcDeadlinePassed()
+            self.connection.streamProgressed()
+        }
+        grpcTimer = timer
+        context.loop.schedule(timer, at: deadline)
+    }
+
+    private func stopGRPCDeadline() {
+        if let t = grpcTimer { context.loop.cancel(t) }
+        grpcTimer = nil
+    }
+
     // MARK: answers of our own
 
     func refuseHeadersTooLarge() {
@@ -175,6 +240,7 @@ final class H2StreamExchange: ExchangeResponder {
     /// The client reset the stream or the connection went away.
     func cancelled(_ cause: Exchange.Cancellation = .connectionClosed) {
         stopBodyTimer()
+        stopGRPCDeadline()
         exchange?.cancel(cause)
     }
 }
