@@ -61,7 +61,7 @@ extension AppCheckStep {
         case .failure(let rule):
             return completion(refuseProof(route, "dpop_invalid", rule: rule, fingerprint: fingerprint, appId: appId))
         }
-        guard let replay = context.replayClient else {
+        guard let replay = replayClient else {
             return completion(storeUnavailable(AppCheckOutcome(status: .verified, outcome: .verified, appId: appId,
                                                                tokenSHA256: fingerprint)))
         }

@@ -66,7 +66,7 @@ extension ClientConnection {
         context.loop.deregister(fd)
         if case .tls(let stream) = transport, !handshaking { stream.shutdown() }
         Socket.close(fd)
-        context.connections.connectionClosed(self)
+        connections.connectionClosed(self)
     }
 
     // MARK: lingering close

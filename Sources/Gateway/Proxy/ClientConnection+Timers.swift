@@ -45,6 +45,6 @@ extension ClientConnection {
         phase = .closed
         timeouts.closed()
         context.loop.cancel(timer)
-        context.connections.handOver(self, initial: initial)
+        connections.handOver(self, initial: initial)
     }
 }

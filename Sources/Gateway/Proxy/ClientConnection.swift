@@ -35,8 +35,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     let fd: Int32
     /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    private let contextRef: Unretained<LoopEnvironment>
+    var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
+    /// Where this connection reports closing or moving to HTTP/2 (the worker, which outlives its connections).
+    unowned let connections: any ConnectionTable
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
@@ -72,7 +74,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// How the current response's body is framed towards the client.
     var responseFraming = ClientResponseFraming.pending
     var timeouts: RequestDeadlines
-    var timer: LoopTimer!
+    /// Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
+    /// connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
+    /// `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
+    lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     private(set) var headStarted = false
     /// The connection is in the worker's table until `close()`.
     var registered = false
@@ -84,8 +89,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     var scheme: String { transport.isTLS ? "https" : "http" }
     var peerTrusted: Bool { context.runtime.isTrusted(peer) }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport = .plain) {
+    init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
+         transport: Transport = .plain) {
         self.fd = fd
+        self.connections = connections
         self.transport = transport
         self.peer = peer
         self.contextRef = Unretained(context)
@@ -95,10 +102,6 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         var tls = false
         if case .tls = transport { tls = true }
         timeouts = RequestDeadlines(limits: .init(runtime), now: context.loop.now, tls: tls)
-        // Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
-        // connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
-        // `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     // MARK: events

@@ -19,13 +19,16 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     let fd: Int32
     /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    private let contextRef: Unretained<LoopEnvironment>
+    var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
+    /// Where this connection reports closing (the worker, which outlives its connections).
+    private unowned let connections: any ConnectionTable
     let peer: SocketAddress
     let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
-    private var session: H2ServerSession!
+    /// Made on first use (in `init`): nghttp2 is handed this connection as its delegate.
+    private lazy var session = H2ServerSession(limits: H2Limits(parserLimits: context.runtime.parserLimits), delegate: self)
     private let inBuf = IOBuffer(capacity: 16 * 1024)
     let outBuf = IOBuffer(capacity: 16 * 1024)
     private(set) var streams = StreamTable<H2StreamExchange>()
@@ -34,7 +37,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private var peerHungUp = false
     /// True while nghttp2 is delivering callbacks: frames are queued then, and flushed after.
     private var inReceive = false
-    private var timer: LoopTimer!
+    /// Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
+    /// `close()` cancels the timer and `armIdle` never arms it once closed.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// `header_timeout` until the first request, then `idle_timeout` while no stream is open (the same rules as an
     /// HTTP/1.1 connection's between requests).
     private var deadlines: RequestDeadlines
@@ -47,7 +52,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Streams that stopped reading their upstream because this connection or the process held too many response
     /// bytes; `capTimer` resumes them once both are back under half their limits.
     private var capPaused: Set<Int32> = []
-    private var capTimer: LoopTimer!
+    private lazy var capTimer = LoopTimer { [unowned self] in self.capTimerFired() }
     /// This connection's share of `SharedState.h2BufferedResponseBytes` last reported.
     private var reportedBuffered = 0
     /// Until the first request arrives the connection gets `header_timeout`, not `idle_timeout`: an h2c or
@@ -57,20 +62,16 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     var scheme: String { transport.isTLS ? "https" : "http" }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport) {
+    init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
+         transport: Transport) {
         self.fd = fd
+        self.connections = connections
         self.peer = peer
         self.contextRef = Unretained(context)
         self.transport = transport
         deadlines = RequestDeadlines(limits: .init(context.runtime), now: context.loop.now)
-        let limits = H2Limits(parserLimits: context.runtime.parserLimits)
-        session = H2ServerSession(limits: limits, delegate: self)
-        // Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
-        // `close()` cancels the timer and `armIdle` never arms it once closed.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
-        capTimer = LoopTimer { [unowned self] in self.capTimerFired() }
         session.clientResetHook = { [unowned self] in
-            self.context.resetBudget?.spend(address: self.peerIP, now: self.context.loop.now)
+            self.context.resetBudget.spend(address: self.peerIP, now: self.context.loop.now)
         }
     }
 
@@ -257,7 +258,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         guard !closed else { return true }
         syncBuffered()
         if session.bufferedBytes(streamID: streamID) >= session.limits.outputLowWatermark { return false }
-        let process = context.shared?.h2BufferedResponseBytes.load(ordering: .relaxed) ?? 0
+        let process = context.shared.h2BufferedResponseBytes.load(ordering: .relaxed)
         if session.totalBufferedBytes >= Self.connectionBufferLimit || process >= Self.processBufferLimit {
             capPaused.insert(streamID)
             if !capTimer.isArmed { context.loop.schedule(capTimer, at: context.loop.now + 10_000_000) }
@@ -271,7 +272,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private func capTimerFired() {
         guard !closed, !capPaused.isEmpty else { return }
         syncBuffered()
-        let process = context.shared?.h2BufferedResponseBytes.load(ordering: .relaxed) ?? 0
+        let process = context.shared.h2BufferedResponseBytes.load(ordering: .relaxed)
         guard session.totalBufferedBytes < Self.connectionBufferLimit / 2, process < Self.processBufferLimit / 2 else {
             context.loop.schedule(capTimer, at: context.loop.now + 10_000_000)
             return
@@ -289,7 +290,8 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Brings the process-wide count up to date with this connection's buffered bytes.
     private func syncBuffered() {
         let now = closed ? 0 : session.totalBufferedBytes
-        if now != reportedBuffered, let shared = context.shared {
+        if now != reportedBuffered {
+            let shared = context.shared
             let total = shared.h2BufferedResponseBytes.add(now - reportedBuffered, ordering: .relaxed).newValue
             reportedBuffered = now
             // Memory returned when idle (issue 15 #4): glibc keeps freed buffers in its arenas, so after a burst of
@@ -387,6 +389,6 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         context.loop.deregister(fd)
         if case .tls(let stream) = transport { stream.shutdown() }
         Socket.close(fd)
-        context.connections.h2ConnectionClosed(self)
+        connections.h2ConnectionClosed(self)
     }
 }

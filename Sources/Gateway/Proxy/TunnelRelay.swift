@@ -19,7 +19,8 @@ final class TunnelRelay: Equatable {
     private(set) var state: TunnelState
     /// The idle bound (`stream_idle_timeout`); lazy like the connections' timers: armed at the deadline known then,
     /// and a firing that finds bytes moved since re-arms itself at the new deadline.
-    private var timer: LoopTimer!
+    /// Unowned: `finish` cancels the timer, and nothing arms it after.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// Largest single read (the receiving buffer's room bounds it further).
     static let readSize = 64 * 1024
 
@@ -32,8 +33,6 @@ final class TunnelRelay: Equatable {
         self.exchange = exchange
         self.loop = loop
         state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
-        // Unowned: `finish` cancels the timer, and nothing arms it after.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     /// Starts relaying: bytes each side sent after its head (already read) go to the other, then both are read.

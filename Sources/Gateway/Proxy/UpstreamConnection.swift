@@ -41,7 +41,9 @@ final class UpstreamConnection: EventHandler {
     private var readPaused = false
     private var readPending = false
     private var peerHungUp = false
-    private var timer: LoopTimer!
+    /// Unowned, not weak (no side table, so retains of the connection stay on the fast path): `close()` cancels
+    /// the timer and nothing arms it once closed.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// The route's `stream_idle_timeout` in nanoseconds for the current exchange, 0 when it sets none: once the
     /// response head has arrived it replaces `response_timeout` between body reads, and request body bytes sent
     /// count as movement too (one idle bound over both directions).
@@ -63,9 +65,6 @@ final class UpstreamConnection: EventHandler {
         let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
-        // Unowned, not weak (no side table, so retains of the connection stay on the fast path): `close()` cancels
-        // the timer and nothing arms it once closed.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     /// True when an idle connection can take a new request.
