@@ -58,7 +58,6 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Until the first request arrives the connection gets `header_timeout`, not `idle_timeout`: an h2c or
     /// h2 client that sends its preface and nothing else holds a slot no longer than a silent HTTP/1.1 one.
     private var sawRequest = false
-    var registered = false
 
     var scheme: String { transport.isTLS ? "https" : "http" }
 

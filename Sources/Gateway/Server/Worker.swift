@@ -108,7 +108,6 @@ final class Worker: @unchecked Sendable, ConnectionTable {
             return
         }
         clients[ObjectIdentifier(conn)] = conn
-        conn.registered = true
         conn.start()
     }
 
@@ -156,11 +155,8 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// A connection negotiated HTTP/2 (ALPN `h2`, or the h2c preface): the same socket continues as an
     /// `H2Connection`, counted once in `max_connections`.
     func handOver(_ conn: ClientConnection, initial: UnsafeRawBufferPointer) {
-        guard conn.registered else { return }
-        conn.registered = false
-        clients.removeValue(forKey: ObjectIdentifier(conn))
+        guard clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
         let h2 = H2Connection(fd: conn.fd, peer: conn.peer, context: context, connections: self, transport: conn.transport)
-        h2.registered = true
         h2Connections[ObjectIdentifier(h2)] = h2
         loop.replaceHandler(conn.fd, h2)
         if context.draining { h2.drain() }
@@ -168,16 +164,12 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     }
 
     func h2ConnectionClosed(_ conn: H2Connection) {
-        guard conn.registered else { return }
-        conn.registered = false
-        h2Connections.removeValue(forKey: ObjectIdentifier(conn))
+        guard h2Connections.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
         release(conn.peer)
     }
 
     func connectionClosed(_ conn: ClientConnection) {
-        guard conn.registered else { return }
-        conn.registered = false
-        clients.removeValue(forKey: ObjectIdentifier(conn))
+        guard clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
         release(conn.peer)
     }
 
