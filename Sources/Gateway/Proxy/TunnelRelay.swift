@@ -2,7 +2,7 @@ import EventLoop
 import Glibc
 
 /// One WebSocket tunnel after `101` (SPEC §6.1): the `tunnel` state of a client connection and of its upstream
-/// connection (both hold it in their state enum, `HTTP1ConnectionStateMachine.State.tunnel` and `UpstreamConnection.State.tunnel`)
+/// connection (both hold it in their state enum, `HTTP1ConnectionStateMachine.State.tunnel` and `UpstreamConnectionStateMachine.State.tunnel`)
 /// and the exchange that opened it. It performs what `TunnelState` decides: bytes read from one side go straight into
 /// the other side's send buffer (no copy in between), each direction at most `Backpressure.highWater` bytes; a side
 /// whose buffer is full is not read until it drains. Both connections keep their own sockets, transports (TLS
