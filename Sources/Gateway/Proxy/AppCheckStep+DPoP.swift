@@ -83,7 +83,8 @@ extension AppCheckStep {
                                                                  tokenSHA256: fingerprint)))
             }
         }
-        if let result = replay.consumeNow(key: ReplayKey(words: key.words), expiresAt: proof.rememberUntil, issuedAt: issuedAt) {
+        if let result = replay.consumeNow(key: ReplayKey(words: key.words), expiresAt: proof.rememberUntil, issuedAt: issuedAt,
+                                          now: now) {
             return decide(result)
         }
         replay.consume(key: key.bytes, expiresAt: proof.rememberUntil, issuedAt: issuedAt, completion: decide)

@@ -280,17 +280,19 @@ final class AppCheckStep {
         if verified.boundThumbprint != nil || route.dpop == .required {
             return checkProof(verified, input: proofInput, policy: policy, now: now, fingerprint: fingerprint,
                               route: route, completion: completion) { [weak self] in
-                self?.limitedUse(verified, policy: policy, fingerprint: fingerprint, route: route, bound: true,
-                                 completion: completion)
+                self?.limitedUse(verified, policy: policy, now: now, fingerprint: fingerprint, route: route,
+                                 bound: true, completion: completion)
             }
         }
-        limitedUse(verified, policy: policy, fingerprint: fingerprint, route: route, bound: false, completion: completion)
+        limitedUse(verified, policy: policy, now: now, fingerprint: fingerprint, route: route, bound: false,
+                   completion: completion)
     }
 
     /// Step 8 of SPEC §4.2 for a token that passed everything before it: on replay routes the limited-use check and
-    /// the single-use consumption; else verified at once. `bound`: its DPoP proof passed.
-    private func limitedUse(_ verified: VerifiedClaims, policy: AppCheckPolicy, fingerprint: String?, route: StepRoute,
-                            bound: Bool, completion: @escaping (consuming AppCheckDecision) -> Void) {
+    /// the single-use consumption; else verified at once. `bound`: its DPoP proof passed. `now`: the wall clock read
+    /// once for this request, handed to a store that answers at once (no second read).
+    private func limitedUse(_ verified: VerifiedClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
+                            route: StepRoute, bound: Bool, completion: @escaping (consuming AppCheckDecision) -> Void) {
         var outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
                                       tokenSHA256: fingerprint)
         outcome.bound = bound
@@ -304,7 +306,7 @@ final class AppCheckStep {
         let expiresAt = verified.expiresAt + policy.clockSkew, issuedAt = verified.issuedAt - policy.clockSkew
         // A store that answers at once (memory) is asked without a callback: no closure to allocate.
         if let result = replay.consumeNow(key: ReplayKey(words: verified.replayKey.words), expiresAt: expiresAt,
-                                          issuedAt: issuedAt) {
+                                          issuedAt: issuedAt, now: now) {
             return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
                                              appId: verified.appId))
         }
