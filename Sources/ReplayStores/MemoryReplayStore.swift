@@ -183,18 +183,18 @@ final class MemoryReplayClient: ReplayClient {
         completion(take(key: k, expiresAt: expiresAt, issuedAt: issuedAt))
     }
 
-    func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult? {
-        take(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
+    func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult? {
+        take(key: key, expiresAt: expiresAt, issuedAt: issuedAt, now: now)
     }
 
-    private func take(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult {
+    private func take(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double? = nil) -> ReplayResult {
         if sweepTimer == nil {
             // Armed lazily on first use, which is on the loop thread.
             let t = LoopTimer { [weak self] in self?.sweep() }
             sweepTimer = t
             loop.schedule(t, at: loop.now + .nanoseconds(store.sweepInterval))
         }
-        return store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt)
+        return store.consume(key: key, expiresAt: expiresAt, issuedAt: issuedAt, now: now)
     }
 
     private func sweep() {

@@ -90,12 +90,13 @@ public protocol ReplayClient: AnyObject {
 
     /// `consume` answered at once, by a client whose store never waits (memory): the key is taken (or not) exactly
     /// as `consume` would take it, and the answer is returned instead of passed to a completion. Nil from every
-    /// other client, having done nothing: those answer only through `consume`.
-    func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult?
+    /// other client, having done nothing: those answer only through `consume`. `now` is the caller's wall clock
+    /// (Unix seconds) read once for this request: the store does not read the time again.
+    func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult?
 }
 
 extension ReplayClient {
-    public func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double) -> ReplayResult? { nil }
+    public func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult? { nil }
 }
 
 /// consumed / reused / error totals, updated with relaxed atomics from any thread.

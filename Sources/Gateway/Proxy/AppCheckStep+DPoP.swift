@@ -61,7 +61,7 @@ extension AppCheckStep {
         case .failure(let rule):
             return completion(refuseProof(route, "dpop_invalid", rule: rule, fingerprint: fingerprint, appId: appId))
         }
-        guard let replay = context.replayClient else {
+        guard let replay = replayClient else {
             return completion(storeUnavailable(AppCheckOutcome(status: .verified, outcome: .verified, appId: appId,
                                                                tokenSHA256: fingerprint)))
         }
@@ -83,7 +83,8 @@ extension AppCheckStep {
                                                                  tokenSHA256: fingerprint)))
             }
         }
-        if let result = replay.consumeNow(key: ReplayKey(words: key.words), expiresAt: proof.rememberUntil, issuedAt: issuedAt) {
+        if let result = replay.consumeNow(key: ReplayKey(words: key.words), expiresAt: proof.rememberUntil, issuedAt: issuedAt,
+                                          now: now) {
             return decide(result)
         }
         replay.consume(key: key.bytes, expiresAt: proof.rememberUntil, issuedAt: issuedAt, completion: decide)

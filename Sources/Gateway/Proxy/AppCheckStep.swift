@@ -3,6 +3,7 @@ import EventLoop
 import Foundation
 import GatewayConfig
 import HTTPWire
+import JSONLog
 import ReplayStores
 
 /// The outcome of the App Check step: what to forward and log, and the refusal when there is one.
@@ -67,20 +68,54 @@ final class AppCheckStep {
     /// How long a request waits for the key-set refetch its unknown `kid` triggered.
     static let unknownKidWait = 5.0
 
-    /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    let loop: EventLoop
+    /// The loop's counters and its wall clock (`recorder.clock`, the one clock token checks read).
+    let recorder: RequestRecorder
+    let logSink: LogSink
+    /// The gateway's own issuer's public keys (docs/issuer.md), a second key set beside Firebase's; nil without
+    /// `issuer:`. Fixed at start.
+    let ownKeys: JWKSet?
+    /// Fetches Firebase's key set again on an unknown `kid`; nil with `jwks.url: none`.
+    let keyProvider: KeyRefetching?
+    /// This loop's client of the replay store; nil until a route asks for replay protection (set at start, or by
+    /// the reload that adds the first such route: `LoopEnvironment.attachReplayClient`).
+    var replayClient: ReplayClient?
+    /// This loop's view of Firebase's key set; replaced through `setKeys`.
+    private(set) var keys: LoopKeys?
+    /// The key sets of `app_check.trusted_issuers` (another deployment's issuer), in configuration order, each with
+    /// the `iss` it vouches for; nil until first fetched. Replaced through `setTrustedKeys`.
+    private(set) var trustedKeys: [LoopKeys?] = []
     private var cache: TokenCache
     /// What this loop's token parsing remembers: recent header parts and claim strings (`AppCheckToken.ParseMemo`).
     private let parseMemo = AppCheckToken.ParseMemo()
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
-    private var waiterTimer: LoopTimer!
+    private lazy var waiterTimer = LoopTimer { [weak self] in self?.expireWaiters() }
 
-    init(context: LoopContext, cacheCapacity: Int) {
-        self.contextRef = Unretained(context)
+    init(loop: EventLoop, recorder: RequestRecorder, logSink: LogSink, ownKeys: JWKSet?, keyProvider: KeyRefetching?,
+         replayClient: ReplayClient?, cacheCapacity: Int) {
+        self.loop = loop
+        self.recorder = recorder
+        self.logSink = logSink
+        self.ownKeys = ownKeys
+        self.keyProvider = keyProvider
+        self.replayClient = replayClient
         cache = TokenCache(capacity: cacheCapacity)
-        waiterTimer = LoopTimer { [weak self] in self?.expireWaiters() }
     }
+
+    /// A new key set for this loop; requests waiting on an unknown `kid` verify again.
+    func setKeys(_ keys: LoopKeys) {
+        self.keys = keys
+        keysChanged()
+    }
+
+    /// A new key set for trusted issuer `index`.
+    func setTrustedKeys(_ keys: LoopKeys, index: Int) {
+        if trustedKeys.count <= index { trustedKeys += Array(repeating: nil, count: index + 1 - trustedKeys.count) }
+        trustedKeys[index] = keys
+    }
+
+    /// The wall clock (Unix seconds) of token checks.
+    private var wallClock: Double { recorder.clock.now }
 
     var cachedTokens: Int { cache.count }
 
@@ -113,11 +148,11 @@ final class AppCheckStep {
         if !route.replayProtection {
             let found = head.headers.withValueBytes(at: tokenIndex) { TokenCache.Key(token: $0) }
             key = found
-            let now = context.wallClock
-            if let hit = cache.get(found, now: now), let policy = hitPolicy(hit, now: now) {
-                context.recorder.metrics.tokenCacheHits += 1
+            let now = wallClock
+            if let hit = cache.get(found, now: now), let policy = hitPolicy(hit, now: now, runtime: route.runtime) {
+                recorder.metrics.tokenCacheHits += 1
                 var fingerprint = hit.fingerprint
-                if fingerprint == nil && context.logSink.enabled(.info) {
+                if fingerprint == nil && logSink.enabled(.info) {
                     // Cached while logging was off (log_level changed by a reload): compute it once, keep it.
                     let computed = AppCheckVerifier.logFingerprint(head.headers.valueSlice(at: tokenIndex))
                     cache.setFingerprint(found, computed)
@@ -136,12 +171,12 @@ final class AppCheckStep {
     /// token then goes the uncached way). An entry verified by the loop's current Firebase set, while no other set
     /// is in use, needs no `kid` look-up: that immutable set holds the `kid` (`TokenCache.Entry.verifiedBy`).
     @inline(__always)
-    private func hitPolicy(_ hit: TokenCache.Entry, now: Double) -> AppCheckPolicy? {
-        if let via = hit.verifiedBy, via === context.keys, context.ownKeys == nil, context.trustedKeys.isEmpty {
-            return via.usable(at: now) ? context.runtime.policy : nil
+    private func hitPolicy(_ hit: TokenCache.Entry, now: Double, runtime: Runtime) -> AppCheckPolicy? {
+        if let via = hit.verifiedBy, via === keys, ownKeys == nil, trustedKeys.isEmpty {
+            return via.usable(at: now) ? runtime.policy : nil
         }
-        guard let keys = keySet(for: hit.kid, now: now), keys.set.key(for: hit.kid) != nil else { return nil }
-        return keys.policy ?? context.runtime.policy
+        guard let keys = keySet(for: hit.kid, now: now, runtime: runtime), keys.set.key(for: hit.kid) != nil else { return nil }
+        return keys.policy ?? runtime.policy
     }
 
     /// Two key sets (docs/issuer.md): the gateway's own issuer's, fixed at start, and Firebase's snapshot. The
@@ -149,15 +184,13 @@ final class AppCheckStep {
     /// issuer. Own tokens verify even while Firebase's set is unavailable. Trusted issuers (another deployment's)
     /// are sets of their own too, each vouching for its own `iss`. Returns the set that holds `kid` and the policy
     /// its tokens follow (`policy` nil: Firebase's, the runtime's own); Firebase's set when no other holds it.
-    private func keySet(for kid: String, now: Double) -> (set: JWKSet, policy: AppCheckPolicy?)? {
-        let context = self.context
+    private func keySet(for kid: String, now: Double, runtime: Runtime) -> (set: JWKSet, policy: AppCheckPolicy?)? {
         // Firebase's set alone (the usual deployment): nothing else to look in.
-        if context.ownKeys == nil && context.trustedKeys.isEmpty {
-            return context.keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
+        if ownKeys == nil && trustedKeys.isEmpty {
+            return keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
         }
-        let runtime = context.runtime
-        if let own = context.ownKeys, own.key(for: kid) != nil { return (own, runtime.ownIssuerPolicy) }
-        let trusted = context.trustedKeys
+        if let own = ownKeys, own.key(for: kid) != nil { return (own, runtime.ownIssuerPolicy) }
+        let trusted = trustedKeys
         if !trusted.isEmpty {
             for (i, keys) in trusted.enumerated() {
                 if let keys, keys.usable(at: now), keys.set.key(for: kid) != nil, i < runtime.trustedIssuerPolicies.count {
@@ -165,19 +198,18 @@ final class AppCheckStep {
                 }
             }
         }
-        return context.keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
+        return keys.flatMap { $0.usable(at: now) ? ($0.set, nil) : nil }
     }
 
     /// With `app_check.jwks.url: none`, why a token whose `kid` no usable set holds is refused, judged by its (not yet
     /// verified) `iss` (missing or not a string: `malformed`): an issuer no set in use vouches for — Firebase's above all — is `wrong_issuer`; the own issuer's,
     /// or a trusted issuer's whose set is usable, is `unknown_kid`. Nil for a trusted issuer whose set is not usable
     /// yet (or no longer): that is `jwks_unavailable`, as with Firebase's set in use.
-    private func refusalWithoutFirebase(_ parsed: ParsedToken, now: Double) -> AppCheckReason? {
-        let runtime = context.runtime
+    private func refusalWithoutFirebase(_ parsed: ParsedToken, now: Double, runtime: Runtime) -> AppCheckReason? {
         guard let iss = parsed.claims.issuer else { return .malformed }  // missing or not a string (§4.2)
         if let own = runtime.ownIssuerPolicy, own.issuer == iss { return .unknownKid }
         if let index = runtime.trustedIssuerPolicies.firstIndex(where: { $0.issuer == iss }) {
-            let trusted = context.trustedKeys
+            let trusted = trustedKeys
             let usable = index < trusted.count && trusted[index]?.usable(at: now) == true
             return usable ? .unknownKid : nil
         }
@@ -188,17 +220,17 @@ final class AppCheckStep {
     /// on an unknown `kid`), fill the cache (`key` given: a session token on a route without replay protection).
     private func verify(token: ArraySlice<UInt8>, key: TokenCache.Key?, route: StepRoute, mayWait: Bool,
                         proofInput: DPoPInput, completion: @escaping (consuming AppCheckDecision) -> Void) {
-        let now = context.wallClock
-        if key != nil { context.recorder.metrics.tokenCacheMisses += 1 }
+        let now = wallClock
+        if key != nil { recorder.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
-        let fingerprint = context.logSink.enabled(.info) ? AppCheckVerifier.logFingerprint(token) : nil
+        let fingerprint = logSink.enabled(.info) ? AppCheckVerifier.logFingerprint(token) : nil
         let parsed: ParsedToken
         switch AppCheckToken.parse(token, memo: parseMemo) {
         case .success(let p): parsed = p
         case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
         }
-        guard let found = keySet(for: parsed.kid, now: now) else {
-            if context.runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now) {
+        guard let found = keySet(for: parsed.kid, now: now, runtime: route.runtime) else {
+            if route.runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now, runtime: route.runtime) {
                 return completion(refuse(route, reason, fingerprint: fingerprint))
             }
             var outcome = AppCheckOutcome(status: .invalid, outcome: .invalid, reason: "jwks_unavailable")
@@ -208,7 +240,7 @@ final class AppCheckStep {
                 status: 503, code: "jwks_unavailable", reason: "jwks_unavailable", retryAfter: 5)))
         }
         if let reason = AppCheckVerifier.verifySignature(parsed, keys: found.set) {
-            if reason == .unknownKid, mayWait, context.keyProvider?.unknownKid(parsed.kid) == true {
+            if reason == .unknownKid, mayWait, keyProvider?.unknownKid(parsed.kid) == true {
                 park(until: now + Self.unknownKidWait) { [weak self] in
                     self?.verify(token: token, key: key, route: route, mayWait: false, proofInput: proofInput,
                                  completion: completion)
@@ -219,14 +251,14 @@ final class AppCheckStep {
         }
         // The claims are read where the parse left them (a local copy retained each of their strings).
         if let key, let exp = parsed.claims.expiresAt {
-            // Only Firebase's set in use: `keySet` found the kid in `context.keys`, whose set this is.
-            let onlyFirebase = found.policy == nil && context.ownKeys == nil && context.trustedKeys.isEmpty
+            // Only Firebase's set in use: `keySet` found the kid in `keys`, whose set this is.
+            let onlyFirebase = found.policy == nil && ownKeys == nil && trustedKeys.isEmpty
             cache.put(key, TokenCache.Entry(claims: parsed.claims, kid: parsed.kid, fingerprint: fingerprint,
-                                            until: exp + context.runtime.policy.clockSkew,
-                                            verifiedBy: onlyFirebase ? context.keys : nil), now: now)
+                                            until: exp + route.runtime.policy.clockSkew,
+                                            verifiedBy: onlyFirebase ? keys : nil), now: now)
         }
         // Firebase's tokens follow the runtime's policy.
-        conclude(parsed.claims, policy: found.policy ?? context.runtime.policy, now: now, fingerprint: fingerprint,
+        conclude(parsed.claims, policy: found.policy ?? route.runtime.policy, now: now, fingerprint: fingerprint,
                  route: route, proofInput: proofInput, completion: completion)
     }
 
@@ -248,17 +280,19 @@ final class AppCheckStep {
         if verified.boundThumbprint != nil || route.dpop == .required {
             return checkProof(verified, input: proofInput, policy: policy, now: now, fingerprint: fingerprint,
                               route: route, completion: completion) { [weak self] in
-                self?.limitedUse(verified, policy: policy, fingerprint: fingerprint, route: route, bound: true,
-                                 completion: completion)
+                self?.limitedUse(verified, policy: policy, now: now, fingerprint: fingerprint, route: route,
+                                 bound: true, completion: completion)
             }
         }
-        limitedUse(verified, policy: policy, fingerprint: fingerprint, route: route, bound: false, completion: completion)
+        limitedUse(verified, policy: policy, now: now, fingerprint: fingerprint, route: route, bound: false,
+                   completion: completion)
     }
 
     /// Step 8 of SPEC §4.2 for a token that passed everything before it: on replay routes the limited-use check and
-    /// the single-use consumption; else verified at once. `bound`: its DPoP proof passed.
-    private func limitedUse(_ verified: VerifiedClaims, policy: AppCheckPolicy, fingerprint: String?, route: StepRoute,
-                            bound: Bool, completion: @escaping (consuming AppCheckDecision) -> Void) {
+    /// the single-use consumption; else verified at once. `bound`: its DPoP proof passed. `now`: the wall clock read
+    /// once for this request, handed to a store that answers at once (no second read).
+    private func limitedUse(_ verified: VerifiedClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
+                            route: StepRoute, bound: Bool, completion: @escaping (consuming AppCheckDecision) -> Void) {
         var outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
                                       tokenSHA256: fingerprint)
         outcome.bound = bound
@@ -266,13 +300,13 @@ final class AppCheckStep {
         if let reason = AppCheckVerifier.checkLimitedUse(verified, policy: policy) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }
-        guard let replay = context.replayClient else {
+        guard let replay = replayClient else {
             return completion(storeUnavailable(outcome))
         }
         let expiresAt = verified.expiresAt + policy.clockSkew, issuedAt = verified.issuedAt - policy.clockSkew
         // A store that answers at once (memory) is asked without a callback: no closure to allocate.
         if let result = replay.consumeNow(key: ReplayKey(words: verified.replayKey.words), expiresAt: expiresAt,
-                                          issuedAt: issuedAt) {
+                                          issuedAt: issuedAt, now: now) {
             return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
                                              appId: verified.appId))
         }
@@ -306,7 +340,7 @@ final class AppCheckStep {
     /// "unknown origin".
     private func missing(head: HTTPRequestHead, route: StepRoute) -> AppCheckDecision {
         var outcome = AppCheckOutcome(status: .missing, outcome: .unknownOrigin, reason: AppCheckReason.missing.rawValue)
-        if let matcher = context.runtime.outdatedClient, matcher.matches(head.headers) {
+        if let matcher = route.runtime.outdatedClient, matcher.matches(head.headers) {
             outcome.outcome = .outdatedClient
         }
         if route.enforcement == .monitor { return AppCheckDecision(outcome: outcome) }
@@ -330,25 +364,25 @@ final class AppCheckStep {
 
     private func park(until deadline: Double, retry: @escaping () -> Void) {
         waiters.append((deadline, retry))
-        let ns = context.loop.now + .nanoseconds(Self.unknownKidWait)
-        if !waiterTimer.isArmed { context.loop.schedule(waiterTimer, at: ns) }
+        let ns = loop.now + .nanoseconds(Self.unknownKidWait)
+        if !waiterTimer.isArmed { loop.schedule(waiterTimer, at: ns) }
     }
 
     /// A new key-set snapshot arrived on this loop: the waiting requests verify again (no second wait).
     func keysChanged() {
         let pending = waiters
         waiters.removeAll()
-        context.loop.cancel(waiterTimer)
+        loop.cancel(waiterTimer)
         for w in pending { w.retry() }
     }
 
     private func expireWaiters() {
-        let now = context.wallClock
+        let now = wallClock
         let due = waiters.filter { $0.deadline <= now }
         waiters.removeAll { $0.deadline <= now }
         for w in due { w.retry() }
         if let next = waiters.map(\.deadline).min() {
-            context.loop.schedule(waiterTimer, at: context.loop.now + .nanoseconds(max(0.01, next - now)))
+            loop.schedule(waiterTimer, at: loop.now + .nanoseconds(max(0.01, next - now)))
         }
     }
 }

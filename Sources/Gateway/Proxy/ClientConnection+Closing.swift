@@ -42,21 +42,17 @@ extension ClientConnection {
     /// Closes the connection if it is between requests (graceful drain); otherwise marks it to close after the
     /// current response.
     func drain() {
-        closeAfterResponse = true
-        if phase == .head && !headStarted && exchange == nil && outBuf.isEmpty && inBuf.isEmpty { close() }
+        if machine.drain(idle: exchange == nil && outBuf.isEmpty && inBuf.isEmpty) { close() }
     }
 
     /// Closes at once, dropping anything in flight.
     func abort() { close() }
 
     func close(_ cause: Exchange.Cancellation = .connectionClosed) {
-        guard phase != .closed else { return }
+        guard case .close(let wasHandshaking, let relay) = machine.close() else { return }
         // A tunnel closed from here (shutdown's end) ends both its sides; the relay's own ending calls back in, and
         // finds this connection closed.
-        var relay: TunnelRelay?
-        if case .tunnel(let r) = phase { relay = r }
         defer { relay?.finish(.shutdown) }
-        phase = .closed
         timeouts.closed()
         context.loop.cancel(timer)
         if let ex = exchange {
@@ -64,9 +60,9 @@ extension ClientConnection {
             ex.cancel(cause)
         }
         context.loop.deregister(fd)
-        if case .tls(let stream) = transport, !handshaking { stream.shutdown() }
+        if case .tls(let stream) = transport, !wasHandshaking { stream.shutdown() }
         Socket.close(fd)
-        context.connections.connectionClosed(self)
+        connections.connectionClosed(self)
     }
 
     // MARK: lingering close
@@ -74,7 +70,7 @@ extension ClientConnection {
     /// The last response is written and the connection is to close: lingers when the client is still sending
     /// (`linger`), closes otherwise.
     func closeOrLinger() {
-        guard var plan = linger, !peerHungUp, phase.isServing else { close(); return }
+        guard var plan = linger, machine.mayLinger(hasPlan: true) else { close(); return }
         if case .tls(let stream) = transport {
             stream.shutdown()
             // The rest of a declared body arrives in TLS records, longer than the bytes they carry: wait for the
@@ -83,7 +79,7 @@ extension ClientConnection {
         }
         guard Glibc.shutdown(fd, Int32(SHUT_WR)) == 0 else { close(); return }
         linger = plan
-        phase = .lingering
+        machine.lingerStarted()
         timeouts.closed()
         context.loop.cancel(timer)
         lingerEnds = context.loop.now &+ Linger.total
@@ -99,7 +95,7 @@ extension ClientConnection {
     /// Reads and drops what arrived; closes once the plan's bytes are in, at the end of the client's stream, on an
     /// error, or when time is up.
     func lingerRead() {
-        guard phase == .lingering else { return }
+        guard machine.state == .lingering else { return }
         var sawBytes = false
         var plan = linger ?? .untilClientCloses
         let finished: Bool = withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { scratch in

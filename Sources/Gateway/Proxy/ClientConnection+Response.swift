@@ -7,7 +7,8 @@ extension ClientConnection {
     /// HTTP/1.1 pushes back through `writePart`'s answer (the client buffer's high-water mark), so the body may
     /// always start.
     func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
-        if !ex.bodyEnded || context.draining { closeAfterResponse = true }
+        machine.responseHead(requestComplete: ex.bodyEnded, draining: context.draining)
+        var close = machine.closesAfterResponse
         // A route with `stream_idle_timeout`: the upstream connection's idle bound replaces `body_timeout` now.
         if let up = ex.upstream, up.streamIdleTimeout != 0 {
             timeouts.streamStarted()
@@ -15,7 +16,8 @@ extension ClientConnection {
         }
         ResponseHeadWriter.write(head, framing: framing, into: outBuf, requestId: ex.id,
                                  responseFraming: &responseFraming, clientVersionMinor: clientVersionMinor,
-                                 closeAfterResponse: &closeAfterResponse)
+                                 closeAfterResponse: &close)
+        if close { machine.responseDelimitedByClose() }
         return true
     }
 
@@ -59,13 +61,12 @@ extension ClientConnection {
                 outBuf.append(Self.lastChunk)
             }
         }
-        if case .close = responseFraming { closeAfterResponse = true }
         // Answered before the body was read: the rest of the body must not be read as a request.
-        if !requestComplete { closeAfterResponse = true }
+        machine.responseEnd(requestComplete: requestComplete)
     }
 
     func respondComplete(status: Int, headers: [(String, String)], body: [UInt8], close: Bool, exchange ex: Exchange) {
-        if close { closeAfterResponse = true }
+        machine.ownAnswer(close: close)
         ResponseHeadWriter.writeStatusLine(status, into: outBuf)
         outBuf.append(ErrorResponse.reasonPhrase(status))
         for (name, value) in headers {
@@ -78,7 +79,7 @@ extension ClientConnection {
         outBuf.appendDecimal(body.count)
         outBuf.append(Self.requestIdField)
         outBuf.append(ex.requestId)
-        if closeAfterResponse { outBuf.append(Self.connectionClose) }
+        if machine.closesAfterResponse { outBuf.append(Self.connectionClose) }
         outBuf.append(Self.endOfHead)
         if !ex.isHead { outBuf.append(body) }
     }

@@ -6,7 +6,7 @@ extension ClientConnection {
     /// work: the timer only moves earlier here (one that fires early re-schedules itself for the real deadline), and
     /// no deadline leaves it armed (firing then does nothing). `close()` cancels it.
     func syncTimer() {
-        guard phase.isServing else { return }
+        guard machine.state.isServing else { return }
         let at = timeouts.deadline
         if at == 0 { return }
         if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
@@ -20,9 +20,12 @@ extension ClientConnection {
     }
 
     func timerFired() {
-        guard phase != .closed else { return }
-        if phase == .lingering { close(); return }
-        switch timeouts.fire(now: context.loop.now, readPaused: readPaused, responseStarted: exchange?.headSent ?? false) {
+        switch machine.state {
+        case .closed: return
+        case .lingering: close(); return
+        default: break
+        }
+        switch timeouts.fire(now: context.loop.now, readPaused: machine.readHeld, responseStarted: exchange?.headSent ?? false) {
         case .none:
             return
         case .reschedule(let at):
@@ -42,9 +45,9 @@ extension ClientConnection {
 
     /// This socket now speaks HTTP/2: the worker moves it to an `H2Connection` (same fd, same transport).
     func handOverToHTTP2(initial: UnsafeRawBufferPointer) {
-        phase = .closed
+        machine.handedOver()
         timeouts.closed()
         context.loop.cancel(timer)
-        context.connections.handOver(self, initial: initial)
+        connections.handOver(self, initial: initial)
     }
 }

@@ -2,7 +2,7 @@ import EventLoop
 import Glibc
 import HTTPWire
 
-/// The client connection's side of a WebSocket tunnel (`Phase.tunnel`, `TunnelRelay`): the `101` it answers, and
+/// The client connection's side of a WebSocket tunnel (`HTTP1ConnectionStateMachine.State.tunnel`, `TunnelRelay`): the `101` it answers, and
 /// its socket's reads, writes and half-close as the relay asks for them.
 extension ClientConnection {
     /// The upstream switched protocols: answers `101` (the upstream's fields, hop-by-hop ones removed, then
@@ -21,7 +21,7 @@ extension ClientConnection {
         outBuf.append(static: "\r\n\r\n")
         exchange = nil
         timeouts.closed()
-        phase = .tunnel(relay)
+        machine.tunnelOpened(relay)
     }
 
     /// Bytes the client sent after its handshake and that were read with it (a client should wait for the `101`,
@@ -40,5 +40,5 @@ extension ClientConnection {
     }
 
     /// True while the connection is a tunnel (`gateway_connections{state="tunnel"}`).
-    var isTunnel: Bool { if case .tunnel = phase { return true } else { return false } }
+    var isTunnel: Bool { if case .tunnel = machine.state { return true } else { return false } }
 }

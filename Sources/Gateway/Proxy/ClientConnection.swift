@@ -16,48 +16,28 @@ import HTTPWire
 final class ClientConnection: EventHandler, ExchangeResponder {
     static let readSize = 16 * 1024
 
-    /// `head`: reading a request head. `busy`: the exchange decides or answers; body bytes and pipelined requests
-    /// stay buffered. `body`: the exchange wants the body, which is decoded and handed over as it arrives.
-    /// `lingering`: the last response is out and the sending side shut; what the client still sends is read and
-    /// dropped until it closes or `Linger` ends it (ClientConnection+Closing.swift). `tunnel`: a WebSocket after
-    /// `101`; the relay it carries moves the bytes (ClientConnection+Tunnel.swift).
-    enum Phase: Equatable {
-        case head, busy, body, lingering, closed
-        case tunnel(TunnelRelay)
-        /// Requests are read and answered (not `lingering`, `closed` or `tunnel`).
-        var isServing: Bool {
-            switch self {
-            case .head, .busy, .body: return true
-            case .lingering, .closed, .tunnel: return false
-            }
-        }
-    }
-
     let fd: Int32
     /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    private let contextRef: Unretained<LoopEnvironment>
+    var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
+    /// Where this connection reports closing or moving to HTTP/2 (the worker, which outlives its connections).
+    unowned let connections: any ConnectionTable
     let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
-    /// Unprocessed input. While reading it is usually the loop's shared scratch buffer (`borrowed`); only
+    /// Unprocessed input. While reading it is usually the loop's shared scratch buffer (`LoopBuffers.lent`); only
     /// bytes left over after processing are copied into a buffer of the connection's own, so an idle
     /// connection holds no read buffer at all.
     private(set) var inBuf: IOBuffer
-    private var borrowed = false
     /// Output; its storage is released whenever it is empty between exchanges.
     let outBuf = IOBuffer(capacity: IOBuffer.releasedCapacity)
     private var parser: HTTPRequestHeadParser
-    var phase = Phase.head
-    var readPaused = false
-    private var readPending = false
-    /// epoll reported the end of the client's stream (RDHUP, HUP or ERR). Edge-triggered: it is reported once, so it
-    /// is kept (and handed to HTTP/2 with the socket); bytes before the end may still be unread.
-    private(set) var peerHungUp = false
-    private var processing = false
-    private var requestsSeen = 0
-    var closeAfterResponse = false
+    /// The lifecycle: what state the connection is in, whether its input is held, whether the client's stream
+    /// ended, whether it is kept alive after the exchange (`HTTP1ConnectionStateMachine`). This class performs.
+    var machine: HTTP1ConnectionStateMachine
+    /// epoll reported the end of the client's stream (handed to HTTP/2 with the socket).
+    var peerHungUp: Bool { machine.peer == .ended }
     /// The connection closes after a response given while the client was still sending (a body not read, bytes
     /// after a malformed head): it lingers instead of closing at once, so the client reads that response rather
     /// than a reset (ClientConnection+Closing.swift).
@@ -72,20 +52,21 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// How the current response's body is framed towards the client.
     var responseFraming = ClientResponseFraming.pending
     var timeouts: RequestDeadlines
-    var timer: LoopTimer!
-    private(set) var headStarted = false
-    /// The connection is in the worker's table until `close()`.
-    var registered = false
+    /// Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
+    /// connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
+    /// `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
+    lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
 
     /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
     let transport: Transport
-    private(set) var handshaking = false
     /// `X-Forwarded-Proto` of this connection.
     var scheme: String { transport.isTLS ? "https" : "http" }
     var peerTrusted: Bool { context.runtime.isTrusted(peer) }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport = .plain) {
+    init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
+         transport: Transport = .plain) {
         self.fd = fd
+        self.connections = connections
         self.transport = transport
         self.peer = peer
         self.contextRef = Unretained(context)
@@ -95,39 +76,28 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         var tls = false
         if case .tls = transport { tls = true }
         timeouts = RequestDeadlines(limits: .init(runtime), now: context.loop.now, tls: tls)
-        // Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
-        // connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
-        // `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
+        machine = HTTP1ConnectionStateMachine(tls: tls)
     }
 
     // MARK: events
 
     func handleEvent(_ events: UInt32) {
-        switch phase {
-        case .head, .busy, .body: break
-        case .closed: return
-        case .lingering: lingerRead(); return
-        case .tunnel(let relay): relay.clientEvent(); return
+        let hangup = events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0
+        var tls: TLSStream?
+        if case .tls(let stream) = transport { tls = stream }
+        // A TLS record may need the other direction (a read that must write, a write that must read): on any event,
+        // try both.
+        let readable = tls != nil || hangup || events & EventLoop.readable != 0
+        switch machine.socketEvent(hangup: hangup, readable: readable) {
+        case .ignore: return
+        case .linger: lingerRead()
+        case .relay(let relay): relay.clientEvent()
+        case .clientGone: clientGone()
+        case .handshake: if let tls { continueHandshake(tls) }
+        case .serve(let read):
+            if read { readFromSocket() }
+            if machine.state.isServing && (tls != nil || events & EventLoop.writable != 0) { flush() }
         }
-        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
-            peerHungUp = true
-            // Reading is paused only while a request is under way (its body held back, or pipelined bytes waiting
-            // for its response): what is still unread cannot change the outcome, the client is gone.
-            if readPaused { clientGone(); return }
-        }
-        if case .tls(let stream) = transport {
-            // A TLS record may need the other direction (a read that must write, a write that must read):
-            // on any event, try both.
-            if handshaking { continueHandshake(stream); return }
-            if readPaused { readPending = true } else { readFromSocket() }
-            if phase.isServing { flush() }
-            return
-        }
-        if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
-            if readPaused { readPending = true } else { readFromSocket() }
-        }
-        if phase.isServing && events & EventLoop.writable != 0 { flush() }
     }
 
     /// Starts serving: a new connection must start its first request (or the h2c preface) within
@@ -136,7 +106,6 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     func start() {
         syncTimer()
         if case .tls(let stream) = transport {
-            handshaking = true
             continueHandshake(stream)
             return
         }
@@ -146,8 +115,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     private func continueHandshake(_ stream: TLSStream) {
         switch stream.handshake() {
         case .done:
-            handshaking = false
-            if stream.negotiatedALPN == "h2" {
+            if machine.handshakeDone(h2: stream.negotiatedALPN == "h2") == .handOver {
                 handOverToHTTP2(initial: UnsafeRawBufferPointer(start: nil, count: 0))
                 return
             }
@@ -174,16 +142,15 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     }
 
     private func readFromSocket() {
-        if processing { readPending = true; return }
-        readPending = false
+        guard machine.readStarting() else { return }
         borrowScratch()
         defer { returnScratch() }
-        while phase.isServing && !readPaused {
+        while machine.state.isServing && !machine.readHeld {
             switch transportRead(max: Self.readSize) {
             case .processed(let n):
                 processInput()
                 // Short read = drained, unless the peer closed too: the EOF gets no edge of its own.
-                if n < Self.readSize && !peerHungUp && !transport.endOfStreamPending { return }
+                if n < Self.readSize && machine.peer == .open && !transport.endOfStreamPending { return }
             case .wouldBlock:
                 return
             case .eof, .error:
@@ -191,20 +158,16 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 return
             }
         }
-        if readPaused {
-            // Paused by what was just read, with the end of the stream already known: no edge will come again.
-            if peerHungUp || transport.endOfStreamPending { clientGone(); return }
-            readPending = true
-        }
+        // Paused by what was just read, with the end of the stream already known: no edge will come again.
+        if machine.readHeldAfterRead(endPending: transport.endOfStreamPending) { clientGone() }
     }
 
     /// Reads go into the loop's scratch buffer when nothing is pending (into a buffer of the connection's own when
     /// another reader holds the scratch buffer: the shared `emptyBuffer` is never written to).
     private func borrowScratch() {
-        guard inBuf.isEmpty && !borrowed else { return }
+        guard inBuf.isEmpty && !context.buffers.lent(inBuf) else { return }
         if let scratch = context.buffers.lendScratch() {
             inBuf = scratch
-            borrowed = true
         } else if inBuf === context.buffers.empty {
             inBuf = IOBuffer(capacity: 0)
         }
@@ -212,14 +175,13 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     /// Keeps only the leftover bytes (a partial head, pipelined requests, unforwarded body).
     private func returnScratch() {
-        guard borrowed else {
+        guard context.buffers.lent(inBuf) else {
             // A buffer of the connection's own gives its storage back once drained (an idle connection holds none).
             if inBuf !== context.buffers.empty { inBuf.release() }
             return
         }
-        borrowed = false
         let scratch = inBuf
-        if scratch.isEmpty || !phase.isServing {
+        if scratch.isEmpty || !machine.state.isServing {
             inBuf = context.buffers.empty
         } else {
             let own = IOBuffer(capacity: max(scratch.readableCount, 1024))
@@ -229,13 +191,10 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         context.buffers.returnScratch()
     }
 
-    private func pauseReading() { readPaused = true }
-
     private func resumeReading() {
-        guard readPaused else { return }
-        readPaused = false
+        guard machine.resumeReading() else { return }
         processInput()
-        if phase.isServing && !readPaused { readFromSocket() }
+        if machine.state.isServing && !machine.readHeld { readFromSocket() }
     }
 
     /// The client is gone: its byte stream ended (a read returned EOF, a TLS `close_notify`, or the end was reported
@@ -248,24 +207,22 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     // MARK: input
 
-    /// Parses and dispatches what is buffered, as far as the current phase allows.
+    /// Parses and dispatches what is buffered, as far as the current state allows.
     func processInput() {
         // Re-entrant calls (a synchronous answer finishing an exchange inside this loop) return at once: the
-        // outer loop sees the new phase and carries on, so pipelined requests never nest on the stack.
-        if processing { return }
-        processing = true
+        // outer loop sees the new state and carries on, so pipelined requests never nest on the stack.
+        guard machine.inputLoopStarting() else { return }
         processBuffered()
-        processing = false
         // A read asked for while we were busy (reading resumed inside the loop) happens now.
-        if readPending && !readPaused && phase.isServing { readFromSocket() }
+        if machine.inputLoopEnded() { readFromSocket() }
     }
 
     private func processBuffered() {
-        while phase.isServing {
-            switch phase {
+        while true {
+            switch machine.state {
             case .head:
                 if inBuf.isEmpty { return }
-                if !headStarted && requestsSeen == 0 {
+                if machine.mayBePreface {
                     // h2c with prior knowledge (RFC 9113 §3.3): the client preface instead of a request line.
                     switch H2ServerSession.matchPreface(inBuf.readable) {
                     case .match:
@@ -279,8 +236,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                         break
                     }
                 }
-                if !headStarted {
-                    headStarted = true
+                if machine.headBytes() {
                     timeouts.headStarted(now: context.loop.now)
                     syncTimer()
                 }
@@ -293,17 +249,15 @@ final class ClientConnection: EventHandler, ExchangeResponder {
                 case .complete(let head, let consumed):
                     inBuf.consume(consumed)
                     // The parser reset itself on `.complete`.
-                    headStarted = false
-                    requestsSeen += 1
                     begin(head)
                 }
             case .body:
                 if !forwardBody() { return }
-            case .busy:
+            case .busy, .closing:
                 // Pipelined (or body) bytes wait; stop reading once more than a head's worth is buffered.
-                if inBuf.readableCount > context.runtime.parserLimits.maxHeadBytes { pauseReading() }
+                if inBuf.readableCount > context.runtime.parserLimits.maxHeadBytes { machine.pauseReading() }
                 return
-            case .lingering, .closed, .tunnel:
+            case .handshaking, .lingering, .closed, .tunnel:
                 return
             }
         }
@@ -311,7 +265,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     private func refuseMalformed(_ error: HTTPParseError) {
         // The client may still be sending the rest of what was refused (a head over the limit): linger.
-        if !peerHungUp && clientHasUnreadBytes() { linger = .untilClientCloses }
+        if machine.peer == .open && clientHasUnreadBytes() { linger = .untilClientCloses }
         let code: String
         switch error.status {
         case 413: code = "body_too_large"
@@ -326,10 +280,9 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     /// An answer when no request head could be read (malformed, or `header_timeout`); the connection closes.
     func answerWithoutRequest(status: Int, code: String, reason: String) {
-        closeAfterResponse = true
+        machine.noRequest()
         let ex = Exchange(malformedWith: nil, context: context, responder: self)
         exchange = ex
-        phase = .busy
         ex.respondError(status: status, code: code, reason: reason, close: true)
     }
 
@@ -337,7 +290,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     private func begin(_ head: HTTPRequestHead) {
         clientVersionMinor = head.versionMinor
-        if !head.keepAlive || context.draining { closeAfterResponse = true }
+        machine.requestHead(keepAlive: head.keepAlive, draining: context.draining)
         switch head.framing {
         case .none: bodyFraming = .none
         case .contentLength(let n): bodyFraming = n == 0 ? .none : .length(remaining: n)
@@ -348,7 +301,6 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         responseFraming = .pending
         let ex = Exchange(head: head, bodyFollows: bodyFollows, context: context, responder: self)
         exchange = ex
-        phase = .busy
         timeouts.headComplete()
         syncTimer()
         ex.begin()
@@ -369,15 +321,14 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// The body is wanted (the connection leaves `busy`), or the body held back has been taken by the upstream.
     func resumeInput(exchange ex: Exchange) {
         guard exchange === ex else { return }
-        switch phase {
-        case .busy:
-            phase = .body
+        switch machine.bodyWanted() {
+        case .start:
             bodyProgressed()
             // Admission may have finished later than the head arrived: continue with what waited meanwhile.
-            if readPaused { resumeReading() } else { processInput() }
-        case .body:
+            if machine.readHeld { resumeReading() } else { processInput() }
+        case .resume:
             resumeReading()
-        case .head, .lingering, .closed, .tunnel:
+        case .none:
             return
         }
     }
@@ -417,68 +368,59 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if ex.finished { return false }
         if case .done = bodyFraming {
             // The body is in: from here the upstream's `response_timeout` bounds the wait.
-            phase = .busy
+            machine.bodyComplete()
             timeouts.requestComplete()
             syncTimer()
             ex.receiveEnd()
-            return phase.isServing
+            return machine.state.isServing
         }
         bodyProgressed()
-        if hold { pauseReading() }
+        if hold { machine.pauseReading() }
         return false
     }
 
     // MARK: completion
 
     func exchangeFinished(_ ex: Exchange) {
-        guard exchange === ex, phase != .closed else { return }
-        exchange = nil
-        if closeAfterResponse && !peerHungUp && linger == nil {
-            linger = Linger(unreadBody: bodyFraming, buffered: inBuf.readable)
-        }
-        bodyFraming = .none
-        if closeAfterResponse {
-            phase = .busy
+        guard exchange === ex else { return }
+        switch machine.exchangeFinished() {
+        case .ignore:
+            return
+        case .closeAfterOutput(let mayLinger):
+            exchange = nil
+            if mayLinger && linger == nil { linger = Linger(unreadBody: bodyFraming, buffered: inBuf.readable) }
+            bodyFraming = .none
             flush()
-            if phase == .busy && outBuf.isEmpty { closeOrLinger() }
-            return
+            if machine.state == .closing && outBuf.isEmpty { closeOrLinger() }
+        case .awaitNextRequest:
+            exchange = nil
+            bodyFraming = .none
+            flush()
+            if !machine.state.isServing { return }
+            timeouts.awaitNextRequest(now: context.loop.now)
+            syncTimer()
+            // Finished inside this connection's own input loop (a synchronous answer), the loop carries on with the
+            // next request, and reads again once it is done. Finished from outside (the upstream's callback, a
+            // timer, a late App Check answer): a pipelined request waiting, or reading paused behind this one, goes
+            // on at the end of this batch of events.
+            if machine.nextRequestReady(buffered: !inBuf.isEmpty) { context.scheduleInputTurn(self) }
         }
-        phase = .head
-        flush()
-        if !phase.isServing { return }
-        timeouts.awaitNextRequest(now: context.loop.now)
-        syncTimer()
-        if processing {
-            // Finished inside this connection's own input loop (a synchronous answer): the loop carries on with the
-            // next request, and reads again once it is done.
-            readPaused = false
-            return
-        }
-        // Finished from outside (the upstream's callback, a timer, a late App Check answer): a pipelined request
-        // waiting, or reading paused behind this one, goes on at the end of this batch of events.
-        if readPaused || !inBuf.isEmpty { scheduleInputTurn() }
     }
 
-    private var inputTurnScheduled = false
-
-    private func scheduleInputTurn() {
-        guard !inputTurnScheduled else { return }
-        inputTurnScheduled = true
-        context.scheduleInputTurn(self)
-    }
-
-    /// Called by the loop context at the end of the batch: the next request's turn.
+    /// Called by the loop's environment at the end of the batch: the next request's turn.
     func inputTurnDue() {
-        inputTurnScheduled = false
-        guard phase == .head, exchange == nil else { return }
-        if readPaused { resumeReading() } else { processInput() }
+        switch machine.inputTurnDue() {
+        case .none: return
+        case .resume: resumeReading()
+        case .process: processInput()
+        }
     }
 
     // MARK: output
 
     /// Writes what is buffered; closes when done and the connection is to close.
     func flush() {
-        guard phase.isServing else { return }
+        guard machine.state.isServing else { return }
         if !outBuf.isEmpty {
             switch transportWrite() {
             case .processed, .wouldBlock: break
@@ -489,7 +431,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         }
         if outBuf.isEmpty {
             if exchange == nil { outBuf.release() }
-            if exchange == nil && closeAfterResponse {
+            if machine.outputDrained(exchangeActive: exchange != nil) {
                 closeOrLinger()
                 return
             }

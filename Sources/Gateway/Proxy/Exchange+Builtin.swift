@@ -41,7 +41,8 @@ extension Exchange {
     /// Takes `count` more bytes of the client address's share of the built-in body budget, then of the process's;
     /// nil when they fit, else why not (nothing taken).
     func reserveBuiltinBody(_ count: Int) -> BuiltinRefusal? {
-        guard count > 0, let shared = context.shared else { return nil }
+        guard count > 0 else { return nil }
+        let shared = context.shared
         guard shared.builtinBodyShares.reserve(count, for: builtinClient, limit: BuiltinBodyBudget.perAddress) else {
             return .addressBodyBudgetSpent
         }
@@ -58,7 +59,8 @@ extension Exchange {
             context.loop.cancel(timer)
             builtinRateTimer = nil
         }
-        guard builtinBodyReserved > 0, let shared = context.shared else { return }
+        guard builtinBodyReserved > 0 else { return }
+        let shared = context.shared
         shared.builtinBodyShares.release(builtinBodyReserved, for: builtinClient)
         let trim = shared.builtinBodyBytes.release(builtinBodyReserved)
         builtinBodyReserved = 0

@@ -94,8 +94,8 @@ final class Exchange: UpstreamOwner {
     private weak var responderCheck: AnyObject?
     #endif
     /// The loop's context outlives the exchange (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    private let contextRef: Unretained<LoopEnvironment>
+    var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
     var head: HTTPRequestHead?
     private var target: RequestTarget?
     /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
@@ -126,7 +126,7 @@ final class Exchange: UpstreamOwner {
 
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
-    init(head: HTTPRequestHead, bodyFollows: Bool, context: LoopContext, responder: ExchangeResponder) {
+    init(head: HTTPRequestHead, bodyFollows: Bool, context: LoopEnvironment, responder: ExchangeResponder) {
         self.contextRef = Unretained(context)
         responderStorage = responder
         method = head.method
@@ -143,7 +143,7 @@ final class Exchange: UpstreamOwner {
     }
 
     /// An exchange for a request that could not be parsed (no head): the responder answers at once.
-    init(malformedWith requestId: String? = nil, context: LoopContext, responder: ExchangeResponder) {
+    init(malformedWith requestId: String? = nil, context: LoopEnvironment, responder: ExchangeResponder) {
         self.contextRef = Unretained(context)
         responderStorage = responder
         method = "-"
@@ -267,7 +267,7 @@ final class Exchange: UpstreamOwner {
         perform(machine.appCheckPassed())
     }
 
-    /// Writes the upstream request head into the loop's head buffer (`LoopContext.requestHeadBuffer`), which
+    /// Writes the upstream request head into the loop's head buffer (`LoopEnvironment.requestHeadBuffer`), which
     /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
     private func writeRequestHead() -> Bool {
         guard let responder, let head, let target, let routes, routeIndex >= 0, let pool else { return false }
@@ -282,7 +282,7 @@ final class Exchange: UpstreamOwner {
         return safe
     }
 
-    /// Sends the head in `LoopContext.requestHeadBuffer` (written just before) on a pooled or new connection.
+    /// Sends the head in `LoopEnvironment.requestHeadBuffer` (written just before) on a pooled or new connection.
     private func connectUpstream() {
         guard let pool else { return }
         guard let heavy = pool.admitRequest(&upstreamSlot, of: responder,

@@ -5,11 +5,12 @@ import HTTPWire
 /// nghttp2 (`H2ServerSession`) does the framing, flow control and abuse limits; each stream is an
 /// `H2StreamExchange` that goes through the same admission, App Check step and upstream pool as HTTP/1.1.
 ///
-/// Backpressure: nghttp2's output is pulled only while the socket keeps up (`outBuf` under `highWater`);
+/// Its lifecycle is `H2ConnectionStateMachine`; this class performs what it answers.
+///
+/// Backpressure: nghttp2's output is pulled only while the socket keeps up (`outBuf` under `Backpressure.highWater`);
 /// request DATA is acknowledged (`consume`) only once handed to the upstream, so a slow upstream slows the
 /// client through flow control.
 final class H2Connection: EventHandler, H2SessionDelegate {
-    static let highWater = 256 * 1024
     static let readSize = 16 * 1024
     /// Response bytes one connection may hold for its streams (beside each stream's own 64 KiB,
     /// `H2Limits.outputLowWatermark`); past it every stream stops reading its upstream until clients read.
@@ -19,22 +20,24 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     let fd: Int32
     /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    private let contextRef: Unretained<LoopEnvironment>
+    var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
+    /// Where this connection reports closing (the worker, which outlives its connections).
+    private unowned let connections: any ConnectionTable
     let peer: SocketAddress
     let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
-    private var session: H2ServerSession!
+    /// Made on first use (in `init`): nghttp2 is handed this connection as its delegate.
+    private lazy var session = H2ServerSession(limits: H2Limits(parserLimits: context.runtime.parserLimits), delegate: self)
     private let inBuf = IOBuffer(capacity: 16 * 1024)
     let outBuf = IOBuffer(capacity: 16 * 1024)
     private(set) var streams = StreamTable<H2StreamExchange>()
-    private(set) var closed = false
-    /// epoll reported the end of the client's stream (RDHUP, HUP or ERR); bytes before it may still be unread.
-    private var peerHungUp = false
-    /// True while nghttp2 is delivering callbacks: frames are queued then, and flushed after.
-    private var inReceive = false
-    private var timer: LoopTimer!
+    /// The lifecycle: closed or not, the client's end of stream, nghttp2 delivering, a write scheduled.
+    private var machine = H2ConnectionStateMachine()
+    /// Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
+    /// `close()` cancels the timer and `armIdle` never arms it once closed.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// `header_timeout` until the first request, then `idle_timeout` while no stream is open (the same rules as an
     /// HTTP/1.1 connection's between requests).
     private var deadlines: RequestDeadlines
@@ -47,41 +50,33 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Streams that stopped reading their upstream because this connection or the process held too many response
     /// bytes; `capTimer` resumes them once both are back under half their limits.
     private var capPaused: Set<Int32> = []
-    private var capTimer: LoopTimer!
+    private lazy var capTimer = LoopTimer { [unowned self] in self.capTimerFired() }
     /// This connection's share of `SharedState.h2BufferedResponseBytes` last reported.
     private var reportedBuffered = 0
-    /// Until the first request arrives the connection gets `header_timeout`, not `idle_timeout`: an h2c or
-    /// h2 client that sends its preface and nothing else holds a slot no longer than a silent HTTP/1.1 one.
-    private var sawRequest = false
-    var registered = false
 
     var scheme: String { transport.isTLS ? "https" : "http" }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopContext, transport: Transport) {
+    init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
+         transport: Transport) {
         self.fd = fd
+        self.connections = connections
         self.peer = peer
         self.contextRef = Unretained(context)
         self.transport = transport
         deadlines = RequestDeadlines(limits: .init(context.runtime), now: context.loop.now)
-        let limits = H2Limits(parserLimits: context.runtime.parserLimits)
-        session = H2ServerSession(limits: limits, delegate: self)
-        // Unowned, not weak (no side table: retains of the connection, several per stream, stay on the fast path):
-        // `close()` cancels the timer and `armIdle` never arms it once closed.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
-        capTimer = LoopTimer { [unowned self] in self.capTimerFired() }
         session.clientResetHook = { [unowned self] in
-            self.context.resetBudget?.spend(address: self.peerIP, now: self.context.loop.now)
+            self.context.resetBudget.spend(address: self.peerIP, now: self.context.loop.now)
         }
     }
 
     /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake). `peerHungUp`: the
     /// HTTP/1.1 connection was already told the client's stream ended (an edge is reported once, so it is passed on).
     func start(initial: UnsafeRawBufferPointer, peerHungUp: Bool) {
-        self.peerHungUp = peerHungUp
+        machine = H2ConnectionStateMachine(peerEnded: peerHungUp)
         armIdle()
         if initial.count > 0 { feed(initial) }
-        if !closed { readFromSocket() }
-        if !closed { flush() }
+        if machine.isOpen { readFromSocket() }
+        flush()
     }
 
     /// Starts the body-less streams of the read just processed that are still open (not reset meanwhile).
@@ -90,7 +85,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         swap(&deferredStarts, &startsInProgress)
         defer { startsInProgress.removeAll(keepingCapacity: true) }
         for i in startsInProgress.indices {
-            guard !closed else { return }
+            guard machine.isOpen else { return }
             let (id, head) = startsInProgress[i]
             streams[id]?.begin(head, endStream: true)
         }
@@ -101,21 +96,21 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     // MARK: I/O
 
     func handleEvent(_ events: UInt32) {
-        if closed { return }
-        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
+        guard machine.socketEvent(hangup: events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0)
+        else { return }
         readFromSocket()
         scheduleFlush()
     }
 
     private func readFromSocket() {
-        defer { if !closed { startDeferred() } else { deferredStarts.removeAll() } }
-        while !closed {
+        defer { if machine.isOpen { startDeferred() } else { deferredStarts.removeAll() } }
+        while machine.isOpen {
             switch transport.read(fd, into: inBuf, max: Self.readSize) {
             case .processed(let n):
                 feed(inBuf.readable)
                 inBuf.clear()
                 // Short read = drained, unless the stream's end is known: it gets no edge of its own.
-                if n < Self.readSize && !peerHungUp && !transport.endOfStreamPending { return }
+                if n < Self.readSize && machine.peer == .open && !transport.endOfStreamPending { return }
             case .wouldBlock:
                 return
             case .eof, .error:
@@ -126,9 +121,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     }
 
     private func feed(_ bytes: UnsafeRawBufferPointer) {
-        inReceive = true
+        machine.deliveryStarted()
         let status = session.receive(bytes)
-        inReceive = false
+        machine.deliveryEnded()
         switch status {
         case .ok:
             break
@@ -142,10 +137,10 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Pulls frames from nghttp2 while the socket keeps up, writes them, and closes when the session is done.
     /// Never called from inside a session callback (nghttp2 forbids re-entering `send`).
     func flush() {
-        guard !closed, !inReceive else { return }
+        guard machine.mayFlush else { return }
         while true {
-            if outBuf.readableCount < Self.highWater {
-                session.send(maxBytes: Self.highWater - outBuf.readableCount) { outBuf.append($0) }
+            if outBuf.readableCount < Backpressure.highWater {
+                session.send(maxBytes: Backpressure.highWater - outBuf.readableCount) { outBuf.append($0) }
             }
             if outBuf.isEmpty { break }
             switch transport.write(fd, from: outBuf) {
@@ -168,7 +163,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     func h2(_ session: H2ServerSession, didReceiveRequest streamID: Int32, head: HTTPRequestHead, endStream: Bool) {
         let stream = H2StreamExchange(streamID: streamID, connection: self)
         streams[streamID] = stream
-        sawRequest = true
+        machine.requestReceived()
         armIdle()
         if endStream {
             deferredStarts.append((streamID, head))
@@ -202,7 +197,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     func h2(_ session: H2ServerSession, streamExceededHeaderLimit streamID: Int32) {
         let stream = H2StreamExchange(streamID: streamID, connection: self)
         streams[streamID] = stream
-        sawRequest = true
+        machine.requestReceived()
         stream.refuseHeadersTooLarge()
     }
 
@@ -212,15 +207,14 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     // MARK: used by streams
 
-    // After `close()` these do nothing: a stream held elsewhere (its upstream) may still call back.
+    // After `close()` these do nothing: a stream held elsewhere (its upstream) may still call back, and the closed
+    // session ignores it (no nghttp2 session, no streams).
 
     func sendHead(_ streamID: Int32, status: Int, headers: [(String, String)], endStream: Bool) {
-        guard !closed else { return }
         _ = session.sendResponseHead(streamID: streamID, status: status, headers: headers, endStream: endStream)
     }
 
     func sendHead(_ streamID: Int32, status: Int, list: H2HeaderList, endStream: Bool) {
-        guard !closed else { return }
         _ = session.sendResponseHead(streamID: streamID, status: status, list: list, endStream: endStream)
     }
 
@@ -241,21 +235,19 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private var spareList = H2HeaderList()
 
     func sendData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) {
-        guard !closed else { return }
         _ = session.sendData(streamID: streamID, bytes, endStream: endStream)
     }
 
     func sendTrailers(_ streamID: Int32, _ trailers: H2HeaderList) {
-        guard !closed else { return }
+        guard machine.isOpen else { return }
         _ = session.sendTrailers(streamID: streamID, trailers)
     }
 
     func sendContinue(_ streamID: Int32) {
-        guard !closed else { return }
         _ = session.sendContinue(streamID: streamID)
     }
 
-    func bufferedBytes(_ streamID: Int32) -> Int { closed ? 0 : session.bufferedBytes(streamID: streamID) }
+    func bufferedBytes(_ streamID: Int32) -> Int { session.bufferedBytes(streamID: streamID) }
 
     // MARK: bounded response buffering
 
@@ -263,10 +255,10 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// buffer is under 64 KiB (nghttp2's drain callback resumes it), and this connection and the process are under
     /// their limits (`capTimer` resumes it).
     func acceptsMore(_ streamID: Int32) -> Bool {
-        guard !closed else { return true }
+        guard machine.isOpen else { return true }
         syncBuffered()
         if session.bufferedBytes(streamID: streamID) >= session.limits.outputLowWatermark { return false }
-        let process = context.shared?.h2BufferedResponseBytes.load(ordering: .relaxed) ?? 0
+        let process = context.shared.h2BufferedResponseBytes.load(ordering: .relaxed)
         if session.totalBufferedBytes >= Self.connectionBufferLimit || process >= Self.processBufferLimit {
             capPaused.insert(streamID)
             if !capTimer.isArmed { context.loop.schedule(capTimer, at: context.loop.now + 10_000_000) }
@@ -278,16 +270,16 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// Every 10 ms while streams wait on a limit: resume them once this connection and the process are back under
     /// half their limits.
     private func capTimerFired() {
-        guard !closed, !capPaused.isEmpty else { return }
+        guard machine.isOpen, !capPaused.isEmpty else { return }
         syncBuffered()
-        let process = context.shared?.h2BufferedResponseBytes.load(ordering: .relaxed) ?? 0
+        let process = context.shared.h2BufferedResponseBytes.load(ordering: .relaxed)
         guard session.totalBufferedBytes < Self.connectionBufferLimit / 2, process < Self.processBufferLimit / 2 else {
             context.loop.schedule(capTimer, at: context.loop.now + 10_000_000)
             return
         }
         let paused = capPaused.sorted()
         capPaused.removeAll()
-        for id in paused where !closed { streams[id]?.outputDrained() }
+        for id in paused where machine.isOpen { streams[id]?.outputDrained() }
         flush()
     }
 
@@ -297,8 +289,9 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     /// Brings the process-wide count up to date with this connection's buffered bytes.
     private func syncBuffered() {
-        let now = closed ? 0 : session.totalBufferedBytes
-        if now != reportedBuffered, let shared = context.shared {
+        let now = session.totalBufferedBytes  // 0 once closed
+        if now != reportedBuffered {
+            let shared = context.shared
             let total = shared.h2BufferedResponseBytes.add(now - reportedBuffered, ordering: .relaxed).newValue
             reportedBuffered = now
             // Memory returned when idle (issue 15 #4): glibc keeps freed buffers in its arenas, so after a burst of
@@ -313,12 +306,10 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     }
 
     func consume(_ streamID: Int32, _ bytes: Int) {
-        guard !closed else { return }
         session.consume(streamID: streamID, bytes: bytes)
     }
 
     func reset(_ streamID: Int32, _ code: H2ErrorCode) {
-        guard !closed else { return }
         session.resetStream(streamID: streamID, code: code)
     }
 
@@ -326,17 +317,13 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     /// of events, together with whatever else the connection's streams produce meanwhile.
     func streamProgressed() { scheduleFlush() }
 
-    private var flushScheduled = false
-
     private func scheduleFlush() {
-        guard !closed, !flushScheduled else { return }
-        flushScheduled = true
-        context.h2Flush.schedule(self)
+        if machine.flushWanted() { context.h2Flush.schedule(self) }
     }
 
-    /// Called by the loop context at the end of the batch.
+    /// Called by the loop's environment at the end of the batch.
     func scheduledFlushDue() {
-        flushScheduled = false
+        machine.flushDue()
         flush()
     }
 
@@ -349,26 +336,26 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     }
 
     private func armIdle() {
-        guard !closed else { return }
         let now = context.loop.now
-        if !streams.isEmpty {
-            deadlines.headComplete()
-            return
+        switch machine.idleRule(streamsOpen: !streams.isEmpty) {
+        case .none: return
+        case .streamsOpen: deadlines.headComplete(); return
+        case .firstRequest: deadlines.awaitFirstRequest(now: now)
+        case .nextRequest: deadlines.awaitNextRequest(now: now)
         }
-        if sawRequest { deadlines.awaitNextRequest(now: now) } else { deadlines.awaitFirstRequest(now: now) }
         let at = deadlines.deadline
         if !timer.isArmed || timer.deadline > at { context.loop.schedule(timer, at: at) }
     }
 
     private func timerFired() {
-        guard !closed, streams.isEmpty else { return }
+        guard machine.isOpen, streams.isEmpty else { return }
         switch deadlines.fire(now: context.loop.now, readPaused: false, responseStarted: false) {
         case .reschedule(let at):
             context.loop.schedule(timer, at: at)
         case .close:
             drain()
             // Never a request: nothing to wait for (no PING round trip from a client that may not be listening).
-            if !closed && (session.isFinished || !sawRequest) { close() }
+            if machine.closesOnIdle(sessionFinished: session.isFinished) { close() }
         case .none, .abort, .requestTimeout:
             return
         }
@@ -382,8 +369,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private func clientGone() { close(.clientClosed) }
 
     func close(_ cause: Exchange.Cancellation = .connectionClosed) {
-        guard !closed else { return }
-        closed = true
+        guard machine.close() else { return }
         let open = streams
         streams.removeAll()
         for s in open.values { s.cancelled(cause) }
@@ -396,6 +382,6 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         context.loop.deregister(fd)
         if case .tls(let stream) = transport { stream.shutdown() }
         Socket.close(fd)
-        context.connections.h2ConnectionClosed(self)
+        connections.h2ConnectionClosed(self)
     }
 }

@@ -10,7 +10,7 @@ final class H2StreamExchange: ExchangeResponder {
     /// be able to call back safely; the connection's methods are no-ops once it closed. The cycle is broken when
     /// the connection removes its streams (stream end, reset, or connection close).
     let connection: H2Connection
-    private var context: LoopContext { connection.context }
+    private var context: LoopEnvironment { connection.context }
     private(set) var exchange: Exchange?
     /// DATA the exchange holds back, not yet acknowledged to the client.
     private var unconsumed = 0

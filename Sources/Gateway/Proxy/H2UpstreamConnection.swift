@@ -42,7 +42,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     private var pendingFlush = false
     private var pendingClose = false
 
-    var context: LoopContext { pool.context }
+    var context: LoopEnvironment { pool.context }
 
     init(fd: Int32, pool: UpstreamPool, connected: Bool, tls: TLSStream?, assumedMaxConcurrent: Int) {
         machine = H2UpstreamConnectionState(assumedMaxConcurrent: assumedMaxConcurrent)

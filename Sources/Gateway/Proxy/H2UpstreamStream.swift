@@ -48,7 +48,7 @@ final class H2UpstreamStream: UpstreamChannel {
         self.reused = reused
     }
 
-    private var context: LoopContext { connection.context }
+    private var context: LoopEnvironment { connection.context }
 
     var requestBacklog: Int { id > 0 ? connection.session.bufferedBytes(streamID: id) : 0 }
 

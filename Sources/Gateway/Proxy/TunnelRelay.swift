@@ -2,7 +2,7 @@ import EventLoop
 import Glibc
 
 /// One WebSocket tunnel after `101` (SPEC §6.1): the `tunnel` state of a client connection and of its upstream
-/// connection (both hold it in their state enum, `ClientConnection.Phase.tunnel` and `UpstreamConnection.State.tunnel`)
+/// connection (both hold it in their state enum, `HTTP1ConnectionStateMachine.State.tunnel` and `UpstreamConnectionStateMachine.State.tunnel`)
 /// and the exchange that opened it. It performs what `TunnelState` decides: bytes read from one side go straight into
 /// the other side's send buffer (no copy in between), each direction at most `Backpressure.highWater` bytes; a side
 /// whose buffer is full is not read until it drains. Both connections keep their own sockets, transports (TLS
@@ -19,7 +19,8 @@ final class TunnelRelay: Equatable {
     private(set) var state: TunnelState
     /// The idle bound (`stream_idle_timeout`); lazy like the connections' timers: armed at the deadline known then,
     /// and a firing that finds bytes moved since re-arms itself at the new deadline.
-    private var timer: LoopTimer!
+    /// Unowned: `finish` cancels the timer, and nothing arms it after.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// Largest single read (the receiving buffer's room bounds it further).
     static let readSize = 64 * 1024
 
@@ -32,8 +33,6 @@ final class TunnelRelay: Equatable {
         self.exchange = exchange
         self.loop = loop
         state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
-        // Unowned: `finish` cancels the timer, and nothing arms it after.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     /// Starts relaying: bytes each side sent after its head (already read) go to the other, then both are read.

@@ -8,7 +8,7 @@ extension UpstreamConnection {
     func enterTunnel(_ relay: TunnelRelay) {
         client = nil
         disarmForTunnel()
-        state = .tunnel(relay)
+        machine.tunnelOpened(relay)
     }
 
     /// Bytes the upstream sent after its `101` and that were read with it.

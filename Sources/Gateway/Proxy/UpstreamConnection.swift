@@ -9,9 +9,10 @@ import HTTPWire
 /// Timeouts: `connect_timeout` while connecting; `response_timeout` from the moment the request is fully
 /// sent until the response head arrives, and then between two reads of the response body; the server's
 /// `idle_timeout` while idle in the pool.
+///
+/// Its lifecycle is `UpstreamConnectionStateMachine` (this class performs what it answers); the response's framing is
+/// `ResponsePhase`.
 final class UpstreamConnection: EventHandler {
-    /// `tunnel`: a WebSocket after `101`; the relay it carries moves the bytes (UpstreamConnection+Tunnel.swift).
-    enum State: Equatable { case connecting, active, idle, closed, tunnel(TunnelRelay) }
     /// `upgradeHead`: the head of the answer to a WebSocket handshake (a `101` with `Upgrade: websocket` opens the
     /// tunnel; any other answer is an ordinary response, and the connection closes after it).
     enum ResponsePhase { case head, upgradeHead, length(remaining: Int64), chunked, untilClose, done }
@@ -22,26 +23,20 @@ final class UpstreamConnection: EventHandler {
     /// Strong: a pool retired by a reload must outlive the connections still finishing their exchange. The
     /// idle list (pool → connection) is emptied on retire and on close, which breaks the cycle.
     let pool: UpstreamPool
-    var state: State
+    var machine: UpstreamConnectionStateMachine
     let outBuf = IOBuffer(capacity: 2048)
-    /// Unprocessed response bytes. While reading it is usually the loop's shared scratch buffer (`borrowed`); only
+    /// Unprocessed response bytes. While reading it is usually the loop's shared scratch buffer (`LoopBuffers.lent`); only
     /// bytes left over after processing (a partial head, body held back for a slow client) move into `ownBuf`.
     private(set) var inBuf: IOBuffer
     private let ownBuf = IOBuffer(capacity: 0)
-    private var borrowed = false
     private var parser: HTTPResponseHeadParser
     private var decoder: ChunkedDecoder
     private var phase = ResponsePhase.done
     var client: UpstreamOwner?
     private var method = "GET"
-    private var reused = false
-    private var responseBytesSeen = false
-    private var requestSent = false
-    private var keepAlive = true
-    private var readPaused = false
-    private var readPending = false
-    private var peerHungUp = false
-    private var timer: LoopTimer!
+    /// Unowned, not weak (no side table, so retains of the connection stay on the fast path): `close()` cancels
+    /// the timer and nothing arms it once closed.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// The route's `stream_idle_timeout` in nanoseconds for the current exchange, 0 when it sets none: once the
     /// response head has arrived it replaces `response_timeout` between body reads, and request body bytes sent
     /// count as movement too (one idle bound over both directions).
@@ -51,40 +46,29 @@ final class UpstreamConnection: EventHandler {
 
     /// TLS to an `https://` upstream; the handshake runs once TCP is connected (state `connecting` until done).
     let tls: TLSStream?
-    private var tcpConnected = false
 
     init(fd: Int32, pool: UpstreamPool, connected: Bool, tls: TLSStream?) {
         self.fd = fd
         self.pool = pool
         self.tls = tls
-        state = connected && tls == nil ? .active : .connecting
-        tcpConnected = connected
+        machine = UpstreamConnectionStateMachine(connected: connected, tls: tls != nil)
         inBuf = ownBuf
         let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
-        // Unowned, not weak (no side table, so retains of the connection stay on the fast path): `close()` cancels
-        // the timer and nothing arms it once closed.
-        timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
     /// True when an idle connection can take a new request.
-    var isUsable: Bool { state == .idle && inBuf.isEmpty }
+    var isUsable: Bool { machine.state == .idle && inBuf.isEmpty }
 
     /// `upgrade`: the request is a WebSocket handshake (a new connection, never pooled after).
     func attach(_ client: UpstreamOwner, method: String, reused: Bool, upgrade: Bool = false) {
         self.client = client
         self.method = method
-        self.reused = reused
-        responseBytesSeen = false
-        requestSent = false
-        keepAlive = true
-        readPaused = false
         streamIdleTimeout = 0
         phase = upgrade ? .upgradeHead : .head
         parser.reset()
-        if state == .idle { state = .active }
-        if state == .connecting {
+        if machine.attach(pooled: reused) {
             arm(.connectTimeout, after: pool.settings.connectTimeout)
         } else {
             disarm()
@@ -92,14 +76,14 @@ final class UpstreamConnection: EventHandler {
     }
 
     func becomeIdle(until: UInt64) {
-        state = .idle
+        machine.becameIdle()
         client = nil
         phase = .done
         outBuf.shrinkIfIdle(to: 2048)
         ownBuf.release()
         deadline = until
         deadlineKind = .reset
-        guard state != .closed else { return }
+        guard !machine.isClosed else { return }
         // Lazy: a timer armed earlier fires, finds the later deadline and re-schedules itself.
         if !timer.isArmed || timer.deadline > until { pool.context.loop.schedule(timer, at: until) }
     }
@@ -108,13 +92,13 @@ final class UpstreamConnection: EventHandler {
 
     func send(_ bytes: [UInt8]) {
         outBuf.append(bytes)
-        if state == .active { flushOut() }
+        if machine.state == .active { flushOut() }
     }
 
     func send(_ bytes: UnsafeRawBufferPointer) {
         outBuf.append(bytes)
         if streamIdleTimeout != 0 { streamMoved() }
-        if state == .active { flushOut() }
+        if machine.state == .active { flushOut() }
     }
 
     func sendChunk(_ data: UnsafeRawBufferPointer) {
@@ -124,12 +108,12 @@ final class UpstreamConnection: EventHandler {
         outBuf.append(data)
         outBuf.append(Self.crlf)
         if streamIdleTimeout != 0 { streamMoved() }
-        if state == .active { flushOut() }
+        if machine.state == .active { flushOut() }
     }
 
     func sendLastChunk() {
         outBuf.append(Self.lastChunk)
-        if state == .active { flushOut() }
+        if machine.state == .active { flushOut() }
     }
 
     private static let crlf: [UInt8] = [13, 10]
@@ -137,8 +121,7 @@ final class UpstreamConnection: EventHandler {
 
     /// The client has handed over the whole request: the response timeout starts.
     func requestComplete() {
-        requestSent = true
-        if state == .active && !responseBytesSeen { arm(.responseTimeout, after: pool.settings.responseTimeout) }
+        if machine.requestSent() { arm(.responseTimeout, after: pool.settings.responseTimeout) }
     }
 
     /// The client no longer wants this exchange: the connection cannot be reused mid-exchange.
@@ -149,10 +132,9 @@ final class UpstreamConnection: EventHandler {
 
     /// The client's send buffer drained: resume reading the response.
     func clientDrained() {
-        guard readPaused else { return }
-        readPaused = false
+        guard machine.resumeReading() else { return }
         processResponse()
-        if state != .closed && !readPaused && readPending { readResponse() }
+        if machine.readOwed { readResponse() }
     }
 
     @inline(__always)
@@ -167,26 +149,26 @@ final class UpstreamConnection: EventHandler {
         case .processed, .wouldBlock:
             if outBuf.readableCount <= Backpressure.lowWater { client?.upstreamDrained() }
         case .eof, .error:
-            fail(reused && !responseBytesSeen ? .staleConnection : .reset)
+            fail(machine.failure)
         }
     }
 
     // MARK: events
 
     func handleEvent(_ events: UInt32) {
-        switch state {
+        switch machine.state {
         case .closed: return
         case .tunnel(let relay): relay.upstreamEvent(); return
         case .connecting, .active, .idle: break
         }
-        if state == .connecting {
-            if tls == nil || !tcpConnected {
+        if case .connecting(let stage) = machine.state {
+            if stage == .tcp {
                 guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
                 if Socket.pendingError(fd) != 0 || events & EventLoop.error != 0 {
                     fail(.connectRefused)
                     return
                 }
-                tcpConnected = true
+                machine.tcpConnected(tls: tls != nil)
             }
             if let tls {
                 switch tls.handshake() {
@@ -195,89 +177,78 @@ final class UpstreamConnection: EventHandler {
                 case .failed: fail(.tlsFailed); return
                 }
             }
-            state = .active
             disarm()
-            if requestSent { arm(.responseTimeout, after: pool.settings.responseTimeout) }
+            if machine.connected() { arm(.responseTimeout, after: pool.settings.responseTimeout) }
             flushOut()
-            if state == .closed { return }
+            if machine.isClosed { return }
             if tls != nil { readResponse(); return }
         }
-        if tls != nil {
-            // TLS records can need the other direction: on any event, try both.
-            if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
-            if readPaused { readPending = true } else { readResponse() }
-            if state == .active { flushOut() }
-            return
+        let hangup = events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0
+        // TLS records can need the other direction: on any event, try both.
+        if tls != nil || hangup || events & EventLoop.readable != 0 {
+            if machine.socketEvent(hangup: hangup) { readResponse() }
         }
-        if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 { peerHungUp = true }
-        if events & (EventLoop.readable | EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
-            if readPaused { readPending = true } else { readResponse() }
-        }
-        if state == .active && events & EventLoop.writable != 0 { flushOut() }
+        if machine.state == .active && (tls != nil || events & EventLoop.writable != 0) { flushOut() }
     }
 
     /// Reads go into the loop's scratch buffer when nothing is pending.
     private func borrowScratch() {
-        guard inBuf.isEmpty, !borrowed, let scratch = pool.context.buffers.lendScratch() else { return }
+        guard inBuf.isEmpty, !pool.context.buffers.lent(inBuf), let scratch = pool.context.buffers.lendScratch() else { return }
         inBuf = scratch
-        borrowed = true
     }
 
     /// Keeps only the leftover bytes in the connection's own buffer.
     private func returnScratch() {
-        guard borrowed else { return }
-        borrowed = false
-        if !inBuf.isEmpty && state != .closed { ownBuf.append(inBuf.readable) }
+        guard pool.context.buffers.lent(inBuf) else { return }
+        if !inBuf.isEmpty && !machine.isClosed { ownBuf.append(inBuf.readable) }
         inBuf = ownBuf
         pool.context.buffers.returnScratch()
     }
 
     private func readResponse() {
-        readPending = false
+        machine.readStarting()
         borrowScratch()
         defer { returnScratch() }
-        while state != .closed {
-            if readPaused { readPending = true; return }
+        while !machine.isClosed {
+            if machine.readHeld { machine.readStopped(); return }
             switch transportRead() {
             case .processed(let n):
-                if state == .idle {
+                if machine.state == .idle {
                     // An idle connection must stay silent; anything else means it is unusable.
                     pool.remove(self)
                     close()
                     return
                 }
-                responseBytesSeen = true
+                machine.responseBytes()
                 processResponse()
                 // A short read means drained, unless the peer also closed: then read on to the EOF, which
                 // no further edge would announce. A tunnel opened by this read reads on its own.
-                if n < Self.readSize && !peerHungUp { return }
-                if case .tunnel = state { return }
+                if n < Self.readSize && machine.peer == .open { return }
+                if case .tunnel = machine.state { return }
             case .wouldBlock:
                 return
             case .eof:
                 endOfInput()
                 return
             case .error:
-                if state == .idle { pool.remove(self); close(); return }
-                fail(reused && !responseBytesSeen ? .staleConnection : .reset)
+                if machine.state == .idle { pool.remove(self); close(); return }
+                fail(machine.failure)
                 return
             }
         }
     }
 
     private func endOfInput() {
-        switch state {
+        switch machine.state {
         case .idle:
             pool.remove(self)
             close()
         case .active, .connecting:
             if case .untilClose = phase {
-                keepAlive = false
+                machine.responseDelimitedByClose()
                 complete()
-            } else if !responseBytesSeen && reused {
-                fail(.staleConnection)
             } else {
-                fail(.reset)
+                fail(machine.failure)
             }
         case .closed, .tunnel:
             break
@@ -285,7 +256,7 @@ final class UpstreamConnection: EventHandler {
     }
 
     private func processResponse() {
-        while state == .active, let client {
+        while machine.state == .active, let client {
             switch phase {
             case .head, .upgradeHead:
                 if inBuf.isEmpty { return }
@@ -310,7 +281,9 @@ final class UpstreamConnection: EventHandler {
                         continue
                     }
                     let framing = head.framing(requestMethod: method)
-                    if case .upgradeHead = phase { keepAlive = false } else { keepAlive = head.keepAlive }
+                    if case .upgradeHead = phase { machine.responseHead(keepAlive: false) } else {
+                        machine.responseHead(keepAlive: head.keepAlive)
+                    }
                     if streamIdleTimeout != 0 {
                         armStream()
                     } else {
@@ -322,11 +295,11 @@ final class UpstreamConnection: EventHandler {
                     case .contentLength(let n): phase = n == 0 ? .done : .length(remaining: n)
                         if n == 0 { complete(); return }
                     case .chunked: phase = .chunked; decoder.reset()
-                    case .untilClose: phase = .untilClose; keepAlive = false
+                    case .untilClose: phase = .untilClose; machine.responseDelimitedByClose()
                     }
                     // The client's buffers are full (an HTTP/2 stream or connection at its limit): read no body
                     // until it drains; what the last read brought stays in `inBuf`.
-                    if !wantsBody { readPaused = true; return }
+                    if !wantsBody { machine.pauseReading(); return }
                 }
             case .length(let remaining):
                 let available = inBuf.readableCount
@@ -337,7 +310,7 @@ final class UpstreamConnection: EventHandler {
                 refreshDeadline()
                 if remaining - Int64(n) == 0 { phase = .done; complete(); return }
                 phase = .length(remaining: remaining - Int64(n))
-                if !more { readPaused = true; return }
+                if !more { machine.pauseReading(); return }
             case .chunked:
                 if inBuf.isEmpty { return }
                 var more = true
@@ -348,7 +321,7 @@ final class UpstreamConnection: EventHandler {
                 switch result {
                 case .consumed(let n):
                     inBuf.consume(n)
-                    if !more { readPaused = true }
+                    if !more { machine.pauseReading() }
                     return
                 case .done(let n):
                     inBuf.consume(n)
@@ -364,7 +337,7 @@ final class UpstreamConnection: EventHandler {
                 let more = client.upstreamResponseBody(inBuf.readable)
                 inBuf.consume(inBuf.readableCount)
                 refreshDeadline()
-                if !more { readPaused = true }
+                if !more { machine.pauseReading() }
                 return
             case .done:
                 return
@@ -379,7 +352,7 @@ final class UpstreamConnection: EventHandler {
         client = nil
         disarm()
         phase = .done
-        if keepAlive && requestSent && outBuf.isEmpty && inBuf.isEmpty && state == .active {
+        if machine.responseComplete(buffersEmpty: outBuf.isEmpty && inBuf.isEmpty) {
             pool.release(self)
         } else {
             close()
@@ -397,7 +370,7 @@ final class UpstreamConnection: EventHandler {
     // MARK: timers
 
     private func arm(_ kind: UpstreamFailure, after seconds: Double) {
-        guard state != .closed else { return }
+        guard !machine.isClosed else { return }
         deadlineKind = kind
         let at = pool.context.loop.now + .nanoseconds(seconds)
         deadline = at
@@ -433,10 +406,10 @@ final class UpstreamConnection: EventHandler {
     func disarmForTunnel() { disarm() }
 
     private func timerFired() {
-        guard state != .closed, deadline != 0 else { return }
+        guard !machine.isClosed, deadline != 0 else { return }
         let now = pool.context.loop.now
         if now < deadline { pool.context.loop.schedule(timer, at: deadline); return }  // not closed (guarded above)
-        if state == .idle {
+        if machine.state == .idle {
             pool.remove(self)
             close()
             return
@@ -445,11 +418,11 @@ final class UpstreamConnection: EventHandler {
     }
 
     func close() {
-        guard state != .closed else { return }
-        state = .closed
+        let (closed, tcpUp) = machine.close()
+        guard closed else { return }
         pool.context.loop.cancel(timer)
         pool.context.loop.deregister(fd)
-        if let tls, tcpConnected { tls.shutdown() }
+        if let tls, tcpUp { tls.shutdown() }
         Socket.close(fd)
     }
 }

@@ -10,8 +10,8 @@ final class UpstreamPool {
     /// For `https://` upstreams: verifies the chain (system store or `ca_file`) and the host name, sends SNI.
     let tls: TLSClientContext?
     /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
-    private let contextRef: Unretained<LoopContext>
-    var context: LoopContext { @inline(__always) get { contextRef.value } }
+    private let contextRef: Unretained<LoopEnvironment>
+    var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
     private var state: UpstreamPoolState<UpstreamConnection>
     /// Requests in progress at this upstream per client address, on this loop (`max_upstream_requests_per_address`).
     /// Addresses at 0 are removed, so it holds at most one entry per request in progress.
@@ -31,7 +31,7 @@ final class UpstreamPool {
 
     /// `h2TLS`: for an `h2` upstream on `https://`, the client context offering ALPN `h2` alone.
     init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, h2TLS: TLSClientContext? = nil,
-         context: LoopContext) {
+         context: LoopEnvironment) {
         self.settings = settings
         self.addresses = addresses
         self.tls = tls

@@ -9,7 +9,7 @@ struct UpstreamPools {
     subscript(index: Int) -> UpstreamPool { pools[index] }
 
     /// The pools of `runtime`'s upstreams, new.
-    mutating func build(_ runtime: Runtime, context: LoopContext) {
+    mutating func build(_ runtime: Runtime, context: LoopEnvironment) {
         pools = runtime.settings.upstreams.enumerated().map { i, u in
             UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], tls: runtime.upstreamTLS[i],
                          h2TLS: runtime.upstreamH2TLS[i], context: context)
@@ -18,7 +18,7 @@ struct UpstreamPools {
 
     /// Switches from `old`'s upstreams to `new`'s. Pools to an unchanged endpoint are kept (with their idle
     /// connections); the others retire.
-    mutating func apply(_ new: Runtime, after old: Runtime, context: LoopContext) {
+    mutating func apply(_ new: Runtime, after old: Runtime, context: LoopEnvironment) {
         var kept: [UpstreamPool] = []
         for (i, u) in new.settings.upstreams.enumerated() {
             if let j = old.settings.upstreams.firstIndex(where: { $0.name == u.name }),

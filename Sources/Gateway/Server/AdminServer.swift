@@ -53,12 +53,11 @@ final class AdminConnection: EventHandler {
     private var answered = false
     private var responseQueued = false
     private var closed = false
-    private var timer: LoopTimer!
+    private lazy var timer = LoopTimer { [weak self] in self?.close() }
 
     init(fd: Int32, listener: AdminListener) {
         self.fd = fd
         self.listener = listener
-        timer = LoopTimer { [weak self] in self?.close() }
     }
 
     func start() {

@@ -103,15 +103,18 @@ public final class GatewayServer: @unchecked Sendable {
             t.sample("gateway_buffer_bytes", [("kind", "h2_response")], shared.h2BufferedResponseBytes.load(ordering: .relaxed))
             t.sample("gateway_buffer_bytes", [("kind", "builtin_body")], shared.builtinBodyBytes.current)
         }
+        // What every loop's environment is handed at its start: the key-set fetcher and the replay store are made
+        // first (fetching and serving begin once the loops exist).
+        let provider = settings.appCheck.jwks.isNone ? nil : KeySetProvider(settings: settings.appCheck.jwks, log: logSink)
+        let store = settings.needsReplayStore ? try makeReplayStore(settings.replay, logSink: logSink) : nil
         let threads = max(1, settings.server.threads)
         for i in 0..<threads {
             let loop = try EventLoop(index: i)
             loops.append(loop)
-            let worker = Worker(loop: loop, runtime: runtime, shared: shared, logSink: logSink)
-            if let issuer {
-                worker.builtins = [IssuerHandler(service: issuer, metrics: issuerMetrics, loop: loop)]
-                worker.ownKeys = issuer.keys.keySet
-            }
+            let builtins: [BuiltinHandler] = issuer.map { [IssuerHandler(service: $0, metrics: issuerMetrics, loop: loop)] } ?? []
+            let worker = Worker(loop: loop, runtime: runtime, shared: shared, logSink: logSink, builtins: builtins,
+                                ownKeys: issuer?.keys.keySet, keyProvider: provider,
+                                replayClient: store?.makeClient(for: loop))
             workers.append(worker)
         }
         do {
@@ -154,10 +157,11 @@ public final class GatewayServer: @unchecked Sendable {
         } catch {
             for w in workers { w.forceClose(); w.beginDrain() }
             adminListener?.close()
+            store?.close()
             throw error
         }
-        if settings.needsReplayStore { try attachReplayStore(settings.replay, running: false) }
-        if !settings.appCheck.jwks.isNone { attachKeySet(settings.appCheck.jwks) }
+        if let store { attachReplayStore(store, settings.replay) }
+        if let provider { attachKeySet(provider) }
         attachTrustedIssuers(settings.appCheck)
         if settings.appCheck.jwks.isNone {
             addNoFirebaseReadiness(ownIssuer: issuer != nil, trusted: settings.appCheck.trustedIssuers)
@@ -186,7 +190,9 @@ public final class GatewayServer: @unchecked Sendable {
             logSink.warning("listen addresses, admin_listen, threads and dashboard.history_file change only on restart")
         }
         if new.needsReplayStore && replayStore.withLock({ $0 == nil }) {
-            try attachReplayStore(new.replay, running: true)
+            let store = try makeReplayStore(new.replay, logSink: logSink)
+            for w in workers { w.loop.execute { [w] in w.attachReplayClient(store.makeClient(for: w.loop)) } }
+            attachReplayStore(store, new.replay)
         }
         // Certificates are re-read on every reload; connections keep the context they started with.
         var context: TLSServerContext?
@@ -256,11 +262,9 @@ public final class GatewayServer: @unchecked Sendable {
 
     /// Starts fetching the key set (on its own thread); each new snapshot is posted into every loop, which
     /// reads it without a lock. Its settings (`app_check.jwks`) are read once, at start.
-    private func attachKeySet(_ jwks: JWKSSettings) {
-        let provider = KeySetProvider(settings: jwks, log: logSink)
+    private func attachKeySet(_ provider: KeySetProvider) {
         keyProvider = provider
         let loops = workers.map { LoopBound($0) }
-        for w in workers { w.keyProvider = provider }
         provider.subscribe { snapshot in
             let keys = LoopKeys(set: snapshot.set,
                                 usableUntil: snapshot.fetchedAt.timeIntervalSince1970 + snapshot.lifetime + snapshot.maxStale)
@@ -322,17 +326,9 @@ public final class GatewayServer: @unchecked Sendable {
         }
     }
 
-    /// Makes the replay store and gives every loop its client (on the loop's own thread once loops run).
-    private func attachReplayStore(_ settings: ReplaySettings, running: Bool) throws {
-        let store = try makeReplayStore(settings, logSink: logSink)
+    /// Keeps the replay store whose clients the loops were given, and reports on it (readiness, dashboard, metrics).
+    private func attachReplayStore(_ store: ReplayStore, _ settings: ReplaySettings) {
         replayStore.withLock { $0 = store }
-        for w in workers {
-            if running {
-                w.loop.execute { [w] in w.replayClient = store.makeClient(for: w.loop) }
-            } else {
-                w.replayClient = store.makeClient(for: w.loop)
-            }
-        }
         addReadinessCheck { store.readinessProblem().map { "replay_store: \($0)" } }
         dashboard.replayInfo.withLock { $0 = .init(store: settings.store.rawValue, counters: store.counters,
                                                    problem: { store.readinessProblem() }) }

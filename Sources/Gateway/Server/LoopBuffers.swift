@@ -23,6 +23,10 @@ final class LoopBuffers {
         return scratch
     }
 
+    /// True when `buffer` is the shared read buffer (its reader borrowed it and has not given it back yet).
+    @inline(__always)
+    func lent(_ buffer: IOBuffer) -> Bool { buffer === scratch }
+
     /// Takes the shared read buffer back (its bytes were processed or copied out).
     @inline(__always)
     func returnScratch() {

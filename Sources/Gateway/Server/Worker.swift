@@ -8,16 +8,11 @@ import HTTPWire
 /// (`@unchecked Sendable` only so a reference can be handed to its own loop with `execute`.)
 /// One event loop's listeners and client connections: it accepts, counts connections against `max_connections`
 /// and `max_connections_per_address`, moves a connection to HTTP/2, applies reloads and drains. What a request
-/// needs on its way (clock, runtime, pools, App Check step, metrics, log) is in its `LoopContext`, which
-/// connections get instead of the worker.
+/// needs on its way (clock, runtime, pools, App Check step, metrics, log) is in its `LoopEnvironment`, which
+/// connections get instead of the worker (with the worker as their `ConnectionTable`, where they report closing).
 /// Touched only on its loop's thread; a request never leaves it.
 final class Worker: @unchecked Sendable, ConnectionTable {
-    /// Built in `init`, lazily only because it is given this worker as its connection table.
-    private(set) lazy var context: LoopContext = {
-        guard let setup else { preconditionFailure("Worker: context built outside init") }
-        return LoopContext(loop: setup.loop, runtime: setup.runtime, logSink: setup.logSink, connections: self)
-    }()
-    private var setup: (loop: EventLoop, runtime: Runtime, logSink: LogSink)?
+    let context: LoopEnvironment
     let shared: SharedState
     private var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var h2Connections: [ObjectIdentifier: H2Connection] = [:]
@@ -36,34 +31,23 @@ final class Worker: @unchecked Sendable, ConnectionTable {
         self.sampleMemory(connections: self.shared.openConnections.load(ordering: .relaxed))
     }
 
-    init(loop: EventLoop, runtime: Runtime, shared: SharedState, logSink: LogSink) {
+    /// Everything the loop's `LoopEnvironment` holds is handed over here: `builtins` and `ownKeys` (the issuer's),
+    /// `keyProvider` (Firebase's key set) and `replayClient` (the replay store's client for this loop).
+    init(loop: EventLoop, runtime: Runtime, shared: SharedState, logSink: LogSink, builtins: [BuiltinHandler] = [],
+         ownKeys: JWKSet? = nil, keyProvider: KeyRefetching? = nil, replayClient: ReplayClient? = nil) {
         self.shared = shared
-        setup = (loop, runtime, logSink)
-        context.resetBudget = shared.resetBudget
-        setup = nil
-        context.shared = shared
+        context = LoopEnvironment(loop: loop, runtime: runtime, logSink: logSink, shared: shared, builtins: builtins,
+                                  ownKeys: ownKeys, keyProvider: keyProvider, replayClient: replayClient)
     }
 
     var loop: EventLoop { context.loop }
     var runtime: Runtime { context.runtime }
     var logSink: LogSink { context.logSink }
     var draining: Bool { context.draining }
-    var keyProvider: KeyRefetching? {
-        get { context.keyProvider }
-        set { context.keyProvider = newValue }
-    }
-    var replayClient: ReplayClient? {
-        get { context.replayClient }
-        set { context.replayClient = newValue }
-    }
-    var ownKeys: JWKSet? {
-        get { context.ownKeys }
-        set { context.ownKeys = newValue }
-    }
-    var builtins: [BuiltinHandler] {
-        get { context.builtins }
-        set { context.builtins = newValue }
-    }
+    var replayClient: ReplayClient? { context.appCheck.replayClient }
+
+    /// The replay store a reload added: this loop's client of it.
+    func attachReplayClient(_ client: ReplayClient) { context.attachReplayClient(client) }
     var metrics: LoopMetrics {
         get {
             context.recorder.foldRouteSlots()
@@ -117,14 +101,13 @@ final class Worker: @unchecked Sendable, ConnectionTable {
             }
             transport = .tls(stream)
         }
-        let conn = ClientConnection(fd: fd, peer: peer, context: context, transport: transport)
+        let conn = ClientConnection(fd: fd, peer: peer, context: context, connections: self, transport: transport)
         do { try loop.register(fd, conn) } catch {
             release(peer)
             Socket.close(fd)
             return
         }
         clients[ObjectIdentifier(conn)] = conn
-        conn.registered = true
         conn.start()
     }
 
@@ -172,11 +155,8 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// A connection negotiated HTTP/2 (ALPN `h2`, or the h2c preface): the same socket continues as an
     /// `H2Connection`, counted once in `max_connections`.
     func handOver(_ conn: ClientConnection, initial: UnsafeRawBufferPointer) {
-        guard conn.registered else { return }
-        conn.registered = false
-        clients.removeValue(forKey: ObjectIdentifier(conn))
-        let h2 = H2Connection(fd: conn.fd, peer: conn.peer, context: context, transport: conn.transport)
-        h2.registered = true
+        guard clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
+        let h2 = H2Connection(fd: conn.fd, peer: conn.peer, context: context, connections: self, transport: conn.transport)
         h2Connections[ObjectIdentifier(h2)] = h2
         loop.replaceHandler(conn.fd, h2)
         if context.draining { h2.drain() }
@@ -184,16 +164,12 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     }
 
     func h2ConnectionClosed(_ conn: H2Connection) {
-        guard conn.registered else { return }
-        conn.registered = false
-        h2Connections.removeValue(forKey: ObjectIdentifier(conn))
+        guard h2Connections.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
         release(conn.peer)
     }
 
     func connectionClosed(_ conn: ClientConnection) {
-        guard conn.registered else { return }
-        conn.registered = false
-        clients.removeValue(forKey: ObjectIdentifier(conn))
+        guard clients.removeValue(forKey: ObjectIdentifier(conn)) != nil else { return }
         release(conn.peer)
     }
 
@@ -205,7 +181,7 @@ final class Worker: @unchecked Sendable, ConnectionTable {
     /// Stops accepting (closes this loop's listeners) and closes idle connections; busy ones close after
     /// their current response.
     func beginDrain() {
-        context.draining = true
+        context.beginDrain()
         for l in listeners { l.close() }
         listeners.removeAll()
         for c in Array(clients.values) { c.drain() }
