@@ -198,6 +198,33 @@ import TestSupport
         #expect(forwarded == [["x-req-trailer", "yes"]])
     }
 
+    /// Chunked trailers from an HTTP/1.1 client reach the h2 upstream as a trailing HEADERS frame (a forbidden one
+    /// removed).
+    @Test func http1RequestTrailersAreForwarded() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let r = try RawHTTPClient.roundTrip(port: h.port, """
+            POST /echo HTTP/1.1\r
+            Host: a\r
+            Transfer-Encoding: chunked\r
+            \r
+            4\r
+            ping\r
+            0\r
+            X-Req-Trailer:  yes \r
+            X-AppCheck-Status: forged\r
+            \r
+
+            """)
+        #expect(r.status == 200)
+        #expect(r.bodyText == "ping")
+        let event = try #require(try up.waitFor("request").first)
+        #expect(event["body"] as? Int == 4)
+        #expect(event["trailers"] as? [[String]] == [["x-req-trailer", "yes"]])
+    }
+
     // MARK: failures
 
     /// A stream the upstream resets, and a response head over the limit, are 502; the connection carries on.
