@@ -13,7 +13,7 @@
 /// - the trailer section (RFC 9112 §7.1.2) follows the field-line rules of heads (no obs-fold, no
 ///   whitespace before the colon, token names, no control bytes in values); it is bounded by
 ///   `limits.maxHeadBytes` bytes (`431 trailers_too_large`) and `limits.maxHeaders` fields
-///   (`431 too_many_trailers`), then discarded;
+///   (`431 too_many_trailers`), and kept for `takeTrailers()`;
 /// - the decoded data may not exceed `maxBodyBytes` (`413`): checked when a chunk size is read, before any
 ///   of its data is passed on.
 public struct ChunkedDecoder: Sendable {
@@ -37,6 +37,8 @@ public struct ChunkedDecoder: Sendable {
     private var extensionBytes = 0
     private var trailerBytes = 0
     private var trailerFields = 0
+    /// The trailer section's bytes as received (bounded by `limits.maxHeadBytes`, the check above).
+    private var trailerSection: [UInt8] = []
     private var failed: HTTPParseError?
 
     /// Creates a decoder for one chunked body.
@@ -52,6 +54,29 @@ public struct ChunkedDecoder: Sendable {
     public var isDone: Bool {
         if case .done = state { return true }
         return false
+    }
+
+    /// The trailer fields of a body that is done (RFC 9112 §7.1.2), names and OWS-trimmed values as received; nil when
+    /// there were none. Already checked by the decoder (token names, field values, the head's limits).
+    public func takeTrailers() -> HTTPHeaders? {
+        guard isDone, trailerFields > 0 else { return nil }
+        var fields: [HTTPHeaderField] = []
+        var lineStart = 0
+        let bytes = trailerSection
+        var i = 0
+        while i + 1 < bytes.count {
+            guard bytes[i] == 13, bytes[i + 1] == 10 else { i += 1; continue }
+            if i > lineStart, let colon = bytes[lineStart..<i].firstIndex(of: UInt8(ascii: ":")) {
+                var lo = colon + 1, hi = i
+                while lo < hi && (bytes[lo] == 0x20 || bytes[lo] == 0x09) { lo += 1 }
+                while hi > lo && (bytes[hi - 1] == 0x20 || bytes[hi - 1] == 0x09) { hi -= 1 }
+                fields.append(HTTPHeaderField(nameStart: Int32(lineStart), nameEnd: Int32(colon),
+                                              valueStart: Int32(lo), valueEnd: Int32(hi)))
+            }
+            i += 2
+            lineStart = i
+        }
+        return fields.isEmpty ? nil : HTTPHeaders(bytes: bytes, fields: fields)
     }
 
     /// Starts over for a new body.
@@ -170,6 +195,7 @@ public struct ChunkedDecoder: Sendable {
                 guard trailerBytes <= limits.maxHeadBytes else {
                     return fail(.headersTooLarge("trailers_too_large"))
                 }
+                trailerSection.append(byte)
                 switch state {
                 case .trailerLineStart:
                     if byte == cr {

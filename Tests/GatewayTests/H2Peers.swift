@@ -8,9 +8,9 @@ enum H2Peers {
 #   h2_upstream.py PORT_FILE LOG_FILE OPTIONS_JSON
 # OPTIONS: max_streams, window (initial stream window; 0 = never grants any), goaway_after (requests per connection,
 # then GOAWAY naming the last one, open streams finish, the connection closes), cert/key/alpn (TLS).
-# Paths: /echo (the body back; ?trailers=1 adds response trailers), /hold?n=N (answered once N /hold requests are
+# Paths: /echo (the body back; ?trailers=1 adds response trailers), /trickle (three parts 1.5 s apart), /hold?n=N (answered once N /hold requests are
 # open at once, across connections), /wait (never answered), /reset (RST_STREAM), /bigheader (a 100 KB field).
-import json, os, socket, ssl, sys, threading
+import json, os, socket, ssl, sys, threading, time
 import h2.config, h2.connection, h2.events, h2.settings, hyperframe.frame
 
 port_file, log_file, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -57,6 +57,23 @@ class Conn:
             self.open.discard(sid)
             self.maybe_close()
 
+    def trickle(self, sid):
+        # The head, then one part every 1.5 s (three), then the end: slower than a 1 s response_timeout.
+        try:
+            with self.lock:
+                self.h2.send_headers(sid, [(":status", "200"), ("content-type", "text/event-stream")])
+                self.flush()
+            for i in range(3):
+                time.sleep(1.5)
+                with self.lock:
+                    self.h2.send_data(sid, ("data: part%d\n\n" % i).encode())
+                    self.flush()
+            with self.lock:
+                self.h2.end_stream(sid)
+                self.flush()
+        except Exception as e:
+            log(event="send_failed", conn=self.id, stream=sid, error=str(e))
+
     def maybe_close(self):
         if self.goaway_sent and not self.open:
             try:
@@ -96,6 +113,8 @@ class Conn:
         elif path.startswith("/manyheaders"):
             fields = [("x-many-%d" % i, "m" * 8000) for i in range(10)]
             threading.Thread(target=self.respond, args=(sid, 200, fields, b"x")).start()
+        elif path.startswith("/trickle"):
+            threading.Thread(target=self.trickle, args=(sid,)).start()
         elif path.startswith("/wait"):
             pass
         else:

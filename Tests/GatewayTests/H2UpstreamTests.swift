@@ -198,6 +198,33 @@ import TestSupport
         #expect(forwarded == [["x-req-trailer", "yes"]])
     }
 
+    /// Chunked trailers from an HTTP/1.1 client reach the h2 upstream as a trailing HEADERS frame (a forbidden one
+    /// removed).
+    @Test func http1RequestTrailersAreForwarded() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let r = try RawHTTPClient.roundTrip(port: h.port, """
+            POST /echo HTTP/1.1\r
+            Host: a\r
+            Transfer-Encoding: chunked\r
+            \r
+            4\r
+            ping\r
+            0\r
+            X-Req-Trailer:  yes \r
+            X-AppCheck-Status: forged\r
+            \r
+
+            """)
+        #expect(r.status == 200)
+        #expect(r.bodyText == "ping")
+        let event = try #require(try up.waitFor("request").first)
+        #expect(event["body"] as? Int == 4)
+        #expect(event["trailers"] as? [[String]] == [["x-req-trailer", "yes"]])
+    }
+
     // MARK: failures
 
     /// A stream the upstream resets, and a response head over the limit, are 502; the connection carries on.
@@ -215,5 +242,66 @@ import TestSupport
         let ok = try RawHTTPClient.roundTrip(port: h.port, "GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(ok.status == 200)
         #expect(try up.events("connection").count == 1)
+    }
+
+    /// `protocol: h2` pointed at an HTTP/1.1 server (the harness's sample upstream), and at a port that refuses: a
+    /// clean 502 each, never a hang.
+    @Test func wrongOrMissingServerIs502() throws {
+        let refusing = try TestPKI.refusingPort()
+        defer { close(refusing.fd) }
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: """
+              - { name: h1, prefix: /h1/, upstream: api, enforcement: off }
+              - { name: gone, prefix: /gone/, upstream: gone, enforcement: off }
+            """, upstreamExtra: """
+              gone:
+                url: http://127.0.0.1:\(refusing.port)
+                protocol: h2
+            """)
+        }
+        defer { h.stop() }
+        let gone = try RawHTTPClient.roundTrip(port: h.port, "GET /gone/x HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(gone.status == 502)
+        #expect(gone.bodyText.contains("connect_failed"))
+        let h1 = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: """
+              - { name: h1, prefix: /, upstream: h1, enforcement: off }
+            """, upstreamExtra: """
+              h1:
+                url: \($0)
+                protocol: h2
+                response_timeout: 2s
+            """)
+        }
+        defer { h1.stop() }
+        let r = try RawHTTPClient.roundTrip(port: h1.port, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(r.status == 502, "an HTTP/1.1 server answering the h2c preface: \(r.status) \(r.bodyText)")
+        #expect(h1.upstream.requestCount == 0, "the preface is not a request the sample upstream served")
+    }
+
+    /// `stream_idle_timeout` over an h2 upstream: parts 1.5 s apart all arrive on a route that sets it, though
+    /// `response_timeout` is 1 s; without it the response is cut after its head.
+    @Test func streamIdleTimeoutReplacesTheResponseGap() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: """
+              - { name: events, prefix: /trickle/events, upstream: h2, enforcement: off, stream_idle_timeout: 5s }
+              - { name: plain, prefix: /, upstream: h2, enforcement: off }
+            """, upstreamExtra: """
+              h2:
+                url: http://127.0.0.1:\(up.port)
+                protocol: h2
+                response_timeout: 1s
+            """)
+        }
+        defer { h.stop() }
+        let events = try Self.curl(["--http1.1", "http://127.0.0.1:\(h.port)/trickle/events"])
+        #expect(events.status == 200)
+        #expect(events.body == "data: part0\n\ndata: part1\n\ndata: part2\n\n")
+        let cut = try BoundedCommand.run("/usr/bin/curl", ["-sS", "--http1.1", "--max-time", "20",
+                                                            "http://127.0.0.1:\(h.port)/trickle/plain"], timeout: 30)
+        #expect(cut.status != 0, "the response is cut: curl sees an incomplete chunked body")
+        #expect(!cut.stdout.contains("part1"))
     }
 }

@@ -69,6 +69,22 @@ struct ChunkedDecoderTests {
         #expect(outcome.result == .done(consumed: bytes(body).count))
     }
 
+    /// The trailer section is kept, whole or byte by byte: names as sent, values OWS-trimmed.
+    @Test func trailersAreKept() {
+        let body = bytes("3\r\nabc\r\n0\r\nX-One: 1\r\ngrpc-status:\t0 \r\n\r\n")
+        var whole = ChunkedDecoder()
+        _ = body.withUnsafeBytes { whole.decode($0) { _ in } }
+        var split = ChunkedDecoder()
+        for b in body { _ = [b].withUnsafeBytes { split.decode($0) { _ in } } }
+        for decoder in [whole, split] {
+            let t = decoder.takeTrailers()
+            #expect(t.map { h in (0..<h.count).map { "\(h.name(at: $0))=\(h.value(at: $0))" } } == ["X-One=1", "grpc-status=0"])
+        }
+        var none = ChunkedDecoder()
+        _ = bytes("0\r\n\r\n").withUnsafeBytes { none.decode($0) { _ in } }
+        #expect(none.takeTrailers() == nil)
+    }
+
     @Test func emptyBody() {
         #expect(decodeChunked(bytes("0\r\n\r\n")) == ChunkedOutcome(data: [], result: .done(consumed: 5), bodyBytesDecoded: 0))
     }

@@ -358,6 +358,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             case .done(let n):
                 inBuf.consume(n)
                 bodyFraming = .done
+                if let trailers = decoder.takeTrailers() { ex.receiveTrailers(trailers) }
             case .failure(let error):
                 ex.refuseBody(error)
                 return false

@@ -34,23 +34,10 @@ extension UpstreamConnection: UpstreamChannel {
         if chunked { sendChunk(bytes) } else { send(bytes) }
     }
 
+    /// Request trailers are not sent to an HTTP/1.1 upstream (docs/behaviour.md "HTTP/2 upstreams and trailers": they
+    /// travel only with `TE: trailers`, which is forwarded to `h2` upstreams alone).
     func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
-        if chunked {
-            if let trailers, !trailers.isEmpty {
-                // RFC 9112 §7.1.2: the last chunk, the trailer section, the empty line.
-                send(Self.lastChunkLine)
-                TrailerFilter.forEach(trailers) { line in
-                    send(line)
-                    send(Self.lineEnd)
-                }
-                send(Self.lineEnd)
-            } else {
-                sendLastChunk()
-            }
-        }
+        if chunked { sendLastChunk() }
         requestComplete()
     }
-
-    private static let lastChunkLine: [UInt8] = Array("0\r\n".utf8)
-    private static let lineEnd: [UInt8] = [13, 10]
 }
