@@ -38,26 +38,32 @@ final class UpstreamPool {
 
     var idleCount: Int { state.idle.count }
 
-    /// Counts one more request of `key` at this upstream; false, counting nothing, when the address already holds
-    /// `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false.
-    func admit(_ key: ConnectionAddressKey, limit: Int, exempt: () -> Bool) -> Bool {
-        let held = perAddress[key, default: 0]
-        if limit > 0 && held >= limit && !exempt() { return false }
-        perAddress[key] = held + 1
-        return true
+    /// Counts one more request of `key` at this upstream and returns how many it now holds; nil, counting nothing,
+    /// when the address already holds `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false. One hash of
+    /// the key (the count is changed in place).
+    func admit(_ key: ConnectionAddressKey, limit: Int, exempt: () -> Bool) -> Int? {
+        // An address at its limit holds at least one request, so a refusal never leaves a new entry behind.
+        Self.count(&perAddress[key, default: 0], limit: limit, exempt: exempt)
     }
 
-    /// A request `admit` counted is over.
+    private static func count(_ held: inout Int, limit: Int, exempt: () -> Bool) -> Int? {
+        if limit > 0 && held >= limit && !exempt() { return nil }
+        held += 1
+        return held
+    }
+
+    /// A request `admit` counted is over. One hash of the key.
     func leave(_ key: ConnectionAddressKey) {
-        guard let held = perAddress[key] else { return }
+        guard let index = perAddress.index(forKey: key) else { return }
+        let held = perAddress.values[index]
         if held > 1 {
-            perAddress[key] = held - 1
+            perAddress.values[index] = held - 1
             if held == 2 {
                 recentlyHeavy = key
                 recentlyHeavyUntil = context.loop.now &+ 1_000_000_000
             }
         } else {
-            perAddress.removeValue(forKey: key)
+            perAddress.remove(at: index)
             if perAddress.isEmpty && perAddress.capacity > 1024 { perAddress = [:] }
         }
     }
@@ -70,21 +76,27 @@ final class UpstreamPool {
     /// `limit` (a trusted proxy is exempt), else whether the request is heavy (see `isHeavy`; never for a trusted proxy).
     func admitRequest(_ slot: inout ConnectionAddressKey?, of responder: ExchangeResponder?, limit: Int) -> Bool? {
         guard limit > 0 else { return false }
+        let held: Int
         if slot == nil, let responder {
             let key = responder.peerKey
-            guard admit(key, limit: limit, exempt: { responder.peerTrusted }) else { return nil }
+            guard let count = admit(key, limit: limit, exempt: { responder.peerTrusted }) else { return nil }
             slot = key
+            held = count
+        } else if let key = slot {
+            held = perAddress[key, default: 0]
+        } else {
+            return false
         }
         // Another request of the same address already in progress here (this one is counted too), or just before
         // (the streams of its previous connection, all cancelled at once).
-        guard let key = slot else { return false }
-        return isHeavy(key) && !(responder?.peerTrusted ?? false)
+        return isHeavy(slot!, held: held) && !(responder?.peerTrusted ?? false)
     }
 
-    /// True when `key` (counted by `admit`) has another request in progress here, or had several at a time until
-    /// less than a second ago (see `recentlyHeavy`): it may connect only from the first half of the connect budget.
-    func isHeavy(_ key: ConnectionAddressKey) -> Bool {
-        perAddress[key, default: 0] > 1 || (key == recentlyHeavy && context.loop.now < recentlyHeavyUntil)
+    /// True when `key` (counted by `admit`, `held` requests here now) has another request in progress here, or had
+    /// several at a time until less than a second ago (see `recentlyHeavy`): it may connect only from the first half
+    /// of the connect budget.
+    private func isHeavy(_ key: ConnectionAddressKey, held: Int) -> Bool {
+        held > 1 || (key == recentlyHeavy && context.loop.now < recentlyHeavyUntil)
     }
 
     /// A connection for one exchange: an idle one if any, else a new non-blocking connect. `heavy`: see
