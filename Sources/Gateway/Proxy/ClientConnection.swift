@@ -108,7 +108,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         case .head, .busy, .body: break
         case .closed: return
         case .lingering: lingerRead(); return
-        case .tunnel(let relay): relay.clientEvent(); return
+        case .tunnel(let relay): relay.clientEvent(events); return
         }
         if events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0 {
             peerHungUp = true

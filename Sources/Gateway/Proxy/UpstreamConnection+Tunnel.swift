@@ -19,6 +19,9 @@ extension UpstreamConnection {
         return Socket.read(fd, into: buffer, max: max)
     }
 
+    /// The connection to the upstream is TLS.
+    var isTLS: Bool { tls != nil }
+
     func tunnelWrite() -> IOResult {
         if let tls { return tls.write(from: outBuf) }
         return Socket.write(fd, from: outBuf)
