@@ -15,7 +15,7 @@ final class UpstreamPool {
     private var state: UpstreamPoolState<UpstreamConnection>
     /// Requests in progress at this upstream per client address, on this loop (`max_upstream_requests_per_address`).
     /// Addresses at 0 are removed, so it holds at most one entry per request in progress.
-    private var perAddress: [ConnectionAddressKey: Int] = [:]
+    private var perAddress = AddressCounts()
     /// The last address whose requests here went from several at a time down to one, and until when (monotonic ns,
     /// 1 s later) it still counts as `heavy` with a single request: an address that churns connections of many
     /// streams each (issue 39) has all of them cancelled at once, and the first stream of its next connection would
@@ -39,37 +39,21 @@ final class UpstreamPool {
     var idleCount: Int { state.idle.count }
 
     /// Counts one more request of `key` at this upstream and returns how many it now holds; nil, counting nothing,
-    /// when the address already holds `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false. One hash of
-    /// the key (the count is changed in place).
+    /// when the address already holds `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false.
     func admit(_ key: ConnectionAddressKey, limit: Int, exempt: () -> Bool) -> Int? {
-        // An address at its limit holds at least one request, so a refusal never leaves a new entry behind.
-        Self.count(&perAddress[key, default: 0], limit: limit, exempt: exempt)
+        perAddress.increment(key, limit: limit, exempt: exempt)
     }
 
-    private static func count(_ held: inout Int, limit: Int, exempt: () -> Bool) -> Int? {
-        if limit > 0 && held >= limit && !exempt() { return nil }
-        held += 1
-        return held
-    }
-
-    /// A request `admit` counted is over. One hash of the key.
+    /// A request `admit` counted is over.
     func leave(_ key: ConnectionAddressKey) {
-        guard let index = perAddress.index(forKey: key) else { return }
-        let held = perAddress.values[index]
-        if held > 1 {
-            perAddress.values[index] = held - 1
-            if held == 2 {
-                recentlyHeavy = key
-                recentlyHeavyUntil = context.loop.now &+ 1_000_000_000
-            }
-        } else {
-            perAddress.remove(at: index)
-            if perAddress.isEmpty && perAddress.capacity > 1024 { perAddress = [:] }
+        if perAddress.decrement(key) == 2 {
+            recentlyHeavy = key
+            recentlyHeavyUntil = context.loop.now &+ 1_000_000_000
         }
     }
 
     /// Requests of `key` in progress at this upstream on this loop.
-    func held(_ key: ConnectionAddressKey) -> Int { perAddress[key, default: 0] }
+    func held(_ key: ConnectionAddressKey) -> Int { perAddress.count(key) }
 
     /// Admission of one request under `max_upstream_requests_per_address` (`limit`, 0 = off): counts it under its
     /// client's address once (`slot` keeps the key until the exchange leaves); nil when that address already holds
@@ -83,7 +67,7 @@ final class UpstreamPool {
             slot = key
             held = count
         } else if let key = slot {
-            held = perAddress[key, default: 0]
+            held = perAddress.count(key)
         } else {
             return false
         }
