@@ -5,7 +5,11 @@
 # with cc), so neither is the bottleneck. Each round runs nginx, then the gateway (alternating, so drift hits both);
 # every figure is printed with the load average at its start, and the median of the rounds at the end.
 #
-# usage: Benchmarks/websocket.sh [--tunnels 64] [--size 1024] [--duration 5] [--rounds 3]
+# With --callgrind, instead: each proxy (the gateway's thread, nginx as one process) runs under valgrind's callgrind
+# and the figure is its instructions per echoed message (MESSAGES echoes after 2,000 unmeasured ones; the 64
+# handshakes of the measured client run are inside the window on both sides): repeatable on a busy machine.
+#
+# usage: Benchmarks/websocket.sh [--tunnels 64] [--size 1024] [--duration 5] [--rounds 3] [--callgrind [--messages 20000]]
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,13 +18,17 @@ TUNNELS=64
 SIZE=1024
 DURATION=5
 ROUNDS=3
+CALLGRIND=0
+MESSAGES=20000
 while (($#)); do
     case "$1" in
         --tunnels) TUNNELS="$2"; shift 2 ;;
         --size) SIZE="$2"; shift 2 ;;
         --duration) DURATION="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --callgrind) CALLGRIND=1; shift ;;
+        --messages) MESSAGES="$2"; shift 2 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -65,6 +73,44 @@ run_client() {  # run_client PORT -> prints the rate
     echo "$out" >&2
     echo "$out" | sed -n 's/.*rate=\([0-9]*\)\/s.*/\1/p'
 }
+
+if ((CALLGRIND)); then
+    for tool in valgrind callgrind_control objcopy; do command -v "$tool" >/dev/null || die "$tool not found"; done
+    objcopy --strip-debug "$GATEWAY_BIN" "$BENCH_TMP/appcheck-gateway"   # valgrind 3.19 cannot read Swift's DWARF 5
+    # cg_measure NAME PID PORT OUT: warm-up, zero, MESSAGES echoes, dump; prints instructions per echoed message.
+    cg_measure() {
+        local name="$1" pid="$2" port="$3" out="$4" line n dump ir
+        "$BENCH_TMP/wsbench" client "$port" "$TUNNELS" "$SIZE" 600 0 2000 >/dev/null || die "$name: warm-up failed"
+        callgrind_control -z "$pid" >/dev/null
+        line="$("$BENCH_TMP/wsbench" client "$port" "$TUNNELS" "$SIZE" 600 0 "$MESSAGES")" || die "$name: client failed: $line"
+        callgrind_control -d "$pid" >/dev/null
+        n="$(sed -n 's/^messages=\([0-9]*\).*/\1/p' <<<"$line")"
+        dump="$(ls -t "$out.$pid".* 2>/dev/null | head -n 1 || true)"
+        ir="$(awk '/^(summary|totals):/ { print $2; exit }' "$dump")"
+        [[ -n "$ir" && -n "$n" && "$n" -gt 0 ]] || die "$name: no instruction total or message count"
+        mkdir -p "$BENCH_DIR/out"
+        cp "$dump" "$BENCH_DIR/out/callgrind-websocket-$(date +%Y%m%d-%H%M%S)-$name.out"
+        awk -v ir="$ir" -v n="$n" 'BEGIN { printf "%.0f", ir / n }'
+    }
+    sed -i 's/^master_process on;/master_process off;/' "$conf"   # one process: the worker is the one measured
+    NGINX_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=$BENCH_TMP/cg-nginx.out.%p --dump-instr=no --vgdb=yes" \
+        NGINX_START_TIMEOUT=120 _start_nginx nginx-ws "$conf" "$NGINX_PORT"
+    ng="$(cg_measure nginx "$NGINX_PID" "$NGINX_PORT" "$BENCH_TMP/cg-nginx.out")"
+    stop_pid "$NGINX_PID"
+    GATEWAY_BIN="$BENCH_TMP/appcheck-gateway" GATEWAY_START_TIMEOUT=180 start_gateway "$BENCH_TMP/gateway.yaml" "$ADMIN_PORT" \
+        valgrind --tool=callgrind --callgrind-out-file="$BENCH_TMP/cg-gateway.out.%p" --dump-instr=no --vgdb=yes
+    gw="$(cg_measure gateway "$GATEWAY_PID" "$GATEWAY_PORT" "$BENCH_TMP/cg-gateway.out")"
+    stop_pid "$GATEWAY_PID"
+    echo
+    echo "WebSocket echo under callgrind: $TUNNELS tunnels, $SIZE-byte messages, $MESSAGES echoes measured"
+    echo
+    echo "| proxy | instructions per echoed message |"
+    echo "|---|---:|"
+    echo "| nginx proxy_pass + Upgrade | $ng |"
+    echo "| gateway websocket: true | $gw |"
+    awk -v g="$gw" -v n="$ng" 'BEGIN { printf "\ngateway / nginx: %.2f\n", g / n }'
+    exit 0
+fi
 
 declare -a NG GW
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -6,10 +6,11 @@
  *   wsbench server PORT
  *       RFC 6455 echo server on 127.0.0.1:PORT: answers the opening handshake (§4.2.2), then sends every data frame
  *       back unmasked with the same opcode; answers a Close with a Close and closes.
- *   wsbench client PORT TUNNELS SIZE SECONDS [WARMUP_SECONDS]
+ *   wsbench client PORT TUNNELS SIZE SECONDS [WARMUP_SECONDS [MESSAGES]]
  *       opens TUNNELS connections to 127.0.0.1:PORT (path /ws), each upgraded with its own handshake, then keeps one
  *       SIZE-byte binary message in flight per tunnel (masked, §5.3, with a random per-tunnel key) and sends the next
- *       when its echo is back and equal; counts echoes during SECONDS after WARMUP_SECONDS (default 1).
+ *       when its echo is back and equal; counts echoes during SECONDS after WARMUP_SECONDS (default 1). With
+ *       MESSAGES, it stops as soon as that many echoes were counted (for instructions per message under callgrind).
  *       Prints "messages=N seconds=S rate=R/s tunnels=T size=B errors=E".
  *   wsbench idle PORT TUNNELS SIZE
  *       opens TUNNELS tunnels one after the other, echoes one SIZE-byte message through each (so both directions'
@@ -318,7 +319,7 @@ static int clientFrames(Conn *c, size_t size) {
     return 0;
 }
 
-static int runClient(int port, int tunnels, size_t size, double seconds, double warmup) {
+static int runClient(int port, int tunnels, size_t size, double seconds, double warmup, long long messages) {
     int ep = epoll_create1(0);
     Conn **conns = calloc((size_t)tunnels, sizeof(Conn *));
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -376,7 +377,7 @@ static int runClient(int port, int tunnels, size_t size, double seconds, double 
     for (;;) {
         double t = now();
         if (!counting && t >= measureFrom) { counting = 1; measuredStart = t; counted = 0; }
-        if (t >= until) break;
+        if (t >= until || (messages > 0 && counted >= messages)) break;
         int n = epoll_wait(ep, events, 256, 100);
         if (n < 0 && errno == EINTR) continue;
         for (int i = 0; i < n; i++) {
@@ -461,7 +462,8 @@ int main(int argc, char **argv) {
     if (argc >= 5 && strcmp(argv[1], "idle") == 0) return runIdle(atoi(argv[2]), atoi(argv[3]), (size_t)atol(argv[4]));
     if (argc >= 3 && strcmp(argv[1], "server") == 0) return runServer(atoi(argv[2]));
     if (argc >= 6 && strcmp(argv[1], "client") == 0)
-        return runClient(atoi(argv[2]), atoi(argv[3]), (size_t)atol(argv[4]), atof(argv[5]), argc > 6 ? atof(argv[6]) : 1.0);
+        return runClient(atoi(argv[2]), atoi(argv[3]), (size_t)atol(argv[4]), atof(argv[5]), argc > 6 ? atof(argv[6]) : 1.0,
+                         argc > 7 ? atoll(argv[7]) : 0);
     fprintf(stderr, "usage: wsbench server PORT | wsbench client PORT TUNNELS SIZE SECONDS [WARMUP] | wsbench idle PORT TUNNELS SIZE\n");
     return 2;
 }
