@@ -16,6 +16,8 @@ final class TunnelRelay: Equatable {
     let upstream: UpstreamConnection
     let exchange: Exchange
     private let loop: EventLoop
+    /// The loop's shared buffers: a direction with nothing waiting reads into their scratch buffer (see `pump`).
+    private let buffers: LoopBuffers
     private(set) var state: TunnelState
     /// The idle bound (`stream_idle_timeout`); lazy like the connections' timers: armed at the deadline known then,
     /// and a firing that finds bytes moved since re-arms itself at the new deadline.
@@ -35,6 +37,7 @@ final class TunnelRelay: Equatable {
         self.upstream = upstream
         self.exchange = exchange
         self.loop = loop
+        buffers = client.context.buffers
         state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
         // Unowned: `finish` cancels the timer, and nothing arms it after.
         timer = LoopTimer { [unowned self] in self.timerFired() }
@@ -98,12 +101,38 @@ final class TunnelRelay: Equatable {
             let room = state.room(from: side, buffered: out.readableCount)
             if room == 0 { return }
             let asked = min(room, Self.readSize)
-            let result = side == .client
-                ? client.tunnelRead(into: out, max: asked)
-                : upstream.tunnelRead(into: out, max: asked)
+            let result: IOResult
+            var moved = false
+            if out.isEmpty, let scratch = buffers.lendScratch() {
+                // Nothing waits for the other side: read into the loop's scratch buffer and write from it at once,
+                // keeping in the send buffer only what the other side did not take. A message relayed whole then
+                // allocates nothing (reading into the send buffer reserved 64 KiB and gave it back again, a malloc and
+                // a free per message and direction: ~1,300 of the ~3,200 instructions per echoed message). The scratch
+                // buffer is back before anything else runs (a flush may pump the other direction).
+                result = side == .client ? client.tunnelRead(into: scratch, max: asked)
+                                         : upstream.tunnelRead(into: scratch, max: asked)
+                var failed = false
+                if case .processed(let n) = result {
+                    state.moved(from: side, n, now: loop.now)
+                    moved = true
+                    let before = scratch.readableCount
+                    switch side == .client ? upstream.tunnelWrite(from: scratch) : client.tunnelWrite(from: scratch) {
+                    case .processed, .wouldBlock:
+                        if scratch.readableCount < before { state.wrote(now: loop.now) }
+                        if !scratch.isEmpty { out.append(scratch.readable) }
+                    case .eof, .error:
+                        failed = true
+                    }
+                }
+                buffers.returnScratch()
+                if failed { finish(side == .client ? .upstreamError : .clientError); return }
+            } else {
+                result = side == .client ? client.tunnelRead(into: out, max: asked)
+                                         : upstream.tunnelRead(into: out, max: asked)
+            }
             switch result {
             case .processed(let n):
-                state.moved(from: side, n, now: loop.now)
+                if !moved { state.moved(from: side, n, now: loop.now) }
                 flush(towards: side.other)
                 if drainedBy(n, asked: asked, from: side) { return }
             case .wouldBlock:
