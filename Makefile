@@ -4,7 +4,7 @@
 
 SWIFT ?= swift
 BUILD_PACKAGES := libssl-dev libnghttp2-dev libsqlite3-dev libyaml-dev pkg-config
-TEST_PACKAGES  := curl openssl nghttp2-client redis-server sqlite3 python3-venv python3-websockets chromium prometheus nodejs
+TEST_PACKAGES  := curl openssl nghttp2-client redis-server sqlite3 python3-venv python3-websockets chromium prometheus nodejs python3-h2
 BENCH_PACKAGES := wrk nginx-light haproxy nghttp2-client valgrind redis-server openssl
 
 .PHONY: demo test conformance examples fuzz-smoke container-test build release bench deps-build deps-test deps-bench clean

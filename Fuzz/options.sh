@@ -27,7 +27,7 @@ dict_flag() {
 smoke_seconds() {
   if [ -n "${FUZZ_SECONDS:-}" ]; then echo "$FUZZ_SECONDS"; return; fi
   case $1 in
-    resp|h2-session|issuer-json|custom-token|android-keydescription|dpop-proof) echo 10 ;;
+    resp|h2-session|issuer-json|custom-token|android-keydescription|dpop-proof|h2-client-session) echo 10 ;;
     *) echo 15 ;;
   esac
 }

@@ -95,6 +95,53 @@ public struct H2HeaderList {
         }
     }
 
+    /// `te: trailers`, the one `TE` value HTTP/2 allows (RFC 9113 §8.2.2), which `add` drops with the other
+    /// connection-specific fields: a request to an HTTP/2 upstream says with it that it accepts trailers (gRPC needs it).
+    public mutating func addTETrailers() {
+        let nameStart = storage.count
+        storage.append(contentsOf: "te".utf8)
+        let valueStart = storage.count
+        storage.append(contentsOf: "trailers".utf8)
+        spans.append((nameStart, 2, valueStart, 8, UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+    }
+
+    /// Whether no field was kept.
+    public var isEmpty: Bool { spans.isEmpty }
+
+    /// Calls `body` with the `pseudo` fields (names with their colon, in order) followed by the kept fields as
+    /// `nghttp2_nv` (valid during the call): a request head, or trailers when `pseudo` is empty.
+    func withNV<R>(pseudo: [(String, String)], _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
+        var bytes: [UInt8] = []
+        var ranges: [(Int, Int, Int, Int, UInt8)] = []
+        for (name, value) in pseudo {
+            let n = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            let v = bytes.count
+            bytes.append(contentsOf: value.utf8)
+            ranges.append((n, name.utf8.count, v, value.utf8.count, UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+        }
+        let shift = bytes.count
+        bytes.append(contentsOf: storage)
+        let tokens = connectionTokens
+        for span in spans {
+            if !tokens.isEmpty {
+                let name = bytes[(shift + span.name)..<(shift + span.name + span.nameLength)]
+                if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+            }
+            ranges.append((shift + span.name, span.nameLength, shift + span.value, span.valueLength, span.flags))
+        }
+        if ranges.isEmpty { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+        return bytes.withUnsafeMutableBufferPointer { raw in
+            var nva: [nghttp2_nv] = []
+            nva.reserveCapacity(ranges.count)
+            guard let base = raw.baseAddress else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+            for r in ranges {
+                nva.append(nghttp2_nv(name: base + r.0, value: base + r.2, namelen: r.1, valuelen: r.3, flags: r.4))
+            }
+            return nva.withUnsafeBufferPointer(body)
+        }
+    }
+
     /// Calls `body` with `:status` followed by the kept fields as `nghttp2_nv` (valid during the call).
     func withNV<R>(status: Int, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
         // `:status` and its three digits live on the stack, the fields in `storage` as they are (no copy of the

@@ -29,6 +29,15 @@ extension H2ServerSession {
         if stream.bufferedBytes == 0 {
             if stream.endQueued {
                 flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                if let trailers = stream.trailers, let session {
+                    // The trailers follow the last DATA, which then does not end the stream (RFC 9113 §8.1).
+                    stream.trailers = nil
+                    flags?.pointee |= NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+                    let rv = trailers.withNV(pseudo: []) { nva in
+                        nghttp2_submit_trailer(session, id, nva.baseAddress, nva.count)
+                    }
+                    if rv != 0 { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+                }
             } else if n == 0 {
                 stream.deferred = true
                 return Int(NGHTTP2_ERR_DEFERRED.rawValue)

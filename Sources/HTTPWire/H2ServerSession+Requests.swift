@@ -12,6 +12,10 @@ extension H2ServerSession {
     }
 
     func onHeader(_ frame: nghttp2_frame, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        if UInt32(frame.hd.type) == NGHTTP2_HEADERS.rawValue, frame.headers.cat == NGHTTP2_HCAT_HEADERS {
+            onTrailer(frame, name, value)
+            return
+        }
         guard UInt32(frame.hd.type) == NGHTTP2_HEADERS.rawValue, frame.headers.cat == NGHTTP2_HCAT_REQUEST,
               let stream = streams[frame.hd.stream_id], !stream.rejected, !stream.exceeded else { return }
         let isPseudo = name.first == UInt8(ascii: ":")
@@ -85,6 +89,35 @@ extension H2ServerSession {
         stream.appendField(name, value)
     }
 
+    /// A field of a request's trailer section (RFC 9113 §8.1): kept for `didReceiveTrailers` within the same header
+    /// limits as the head (counted apart); past them the trailers are dropped. nghttp2 has refused pseudo fields and
+    /// connection-specific ones already.
+    func onTrailer(_ frame: nghttp2_frame, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        guard let stream = streams[frame.hd.stream_id], stream.announced, !stream.rejected, !stream.exceeded,
+              !stream.trailersDropped else { return }
+        stream.trailerBytes += name.count + value.count + 4
+        guard stream.trailerBytes <= limits.maxHeaderListBytes, stream.trailerFields.count < limits.maxHeaders,
+              !name.isEmpty, name.first != UInt8(ascii: ":"),
+              name.allSatisfy({ HTTPSyntax.isTChar($0) && !($0 >= 0x41 && $0 <= 0x5A) }),
+              HTTPSyntax.isFieldValue(value), !HTTPHeaderName.isConnectionSpecific(name) else {
+            stream.trailersDropped = true
+            stream.trailerBlock = []
+            stream.trailerFields = []
+            return
+        }
+        let nameStart = stream.trailerBlock.count
+        stream.trailerBlock.append(contentsOf: name)
+        let nameEnd = stream.trailerBlock.count
+        stream.trailerBlock.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
+        let valueStart = stream.trailerBlock.count
+        stream.trailerBlock.append(contentsOf: value)
+        let valueEnd = stream.trailerBlock.count
+        stream.trailerBlock.append(contentsOf: [13, 10])
+        stream.trailerFields.append(HTTPHeaderField(
+            nameStart: Int32(clamping: nameStart), nameEnd: Int32(clamping: nameEnd),
+            valueStart: Int32(clamping: valueStart), valueEnd: Int32(clamping: valueEnd)))
+    }
+
     static func parseContentLength(_ value: UnsafeRawBufferPointer) -> Int64? {
         guard !value.isEmpty, value.count <= 18 else { return nil }
         var n: Int64 = 0
@@ -107,6 +140,7 @@ extension H2ServerSession {
             if frame.headers.cat == NGHTTP2_HCAT_REQUEST {
                 finishRequest(stream, endStream: endStream)
             } else if endStream, stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil {
+                if let trailers = stream.takeRequestTrailers() { delegate?.h2(self, didReceiveTrailers: id, trailers) }
                 delegate?.h2(self, didEndStream: id)
             }
         case NGHTTP2_DATA.rawValue:

@@ -78,6 +78,27 @@ extension H2ServerSession {
         return true
     }
 
+    /// Ends the response of `streamID` with trailer fields (a trailing HEADERS frame with END_STREAM after the body
+    /// queued so far, RFC 9113 §8.1); names are lower-cased and connection-specific fields dropped (`H2HeaderList`).
+    /// An empty list ends the response like `sendData(..., endStream: true)`. False when the stream is gone, has no
+    /// head with a body, or was ended.
+    @discardableResult
+    public func sendTrailers(streamID: Int32, _ trailers: H2HeaderList) -> Bool {
+        guard !trailers.isEmpty else {
+            return sendData(streamID: streamID, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
+        }
+        guard let session, let stream = streams[streamID], stream.headSent, stream.hasBody, !stream.endQueued else {
+            return false
+        }
+        stream.trailers = trailers
+        stream.endQueued = true
+        if stream.deferred {
+            stream.deferred = false
+            nghttp2_session_resume_data(session, streamID)
+        }
+        return true
+    }
+
     /// `sendData` from an array.
     @discardableResult
     public func sendData(streamID: Int32, _ bytes: [UInt8], endStream: Bool) -> Bool {

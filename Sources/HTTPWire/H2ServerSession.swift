@@ -37,7 +37,7 @@ import Glibc
 ///   `upgrade`), `te` other than `trailers`, unknown/duplicate/misplaced pseudo-header fields, a missing
 ///   `:method`/`:scheme`/`:path`. Most are nghttp2's HTTP messaging checks (never disabled); we re-check
 ///   names and values ourselves. `CONNECT` (and extended CONNECT) is refused with RST_STREAM(REFUSED_STREAM):
-///   the gateway is not a tunnel. Request trailers are discarded.
+///   the gateway is not a tunnel. Request trailers are delivered by `didReceiveTrailers`.
 public final class H2ServerSession {
     /// The client connection preface, `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n` (RFC 9113 §3.4).
     public static let clientPreface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)

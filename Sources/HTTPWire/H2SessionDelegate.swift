@@ -18,8 +18,11 @@ public protocol H2SessionDelegate: AnyObject {
     /// Request body bytes of `streamID`. Call `consume(streamID:bytes:)` once they have been forwarded:
     /// until then they count against the client's flow-control windows.
     func h2(_ session: H2ServerSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer)
-    /// The request body of `streamID` is complete (END_STREAM on DATA or on trailers; trailers are dropped).
+    /// The request body of `streamID` is complete (END_STREAM on DATA or on trailers).
     func h2(_ session: H2ServerSession, didEndStream streamID: Int32)
+    /// The request's trailer fields (a trailing HEADERS frame, RFC 9113 §8.1), just before `didEndStream`: names
+    /// lower-case, as `name: value\r\n` lines; dropped whole when over the head's limits or with an invalid field.
+    func h2(_ session: H2ServerSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders)
     /// `streamID` ended before our response was completely sent: client RST_STREAM, a stream error
     /// detected by nghttp2 (e.g. content-length mismatch → `PROTOCOL_ERROR`), our own `resetStream`, or
     /// the end of the connection. Stop working on it; nothing more can be sent on it.
@@ -38,6 +41,8 @@ public protocol H2SessionDelegate: AnyObject {
 }
 
 extension H2SessionDelegate {
+    /// Default: the trailers are dropped.
+    public func h2(_ session: H2ServerSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders) {}
     /// Default: nothing.
     public func h2(_ session: H2ServerSession, didCloseStream streamID: Int32) {}
     /// Default: nothing.

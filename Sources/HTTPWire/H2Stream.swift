@@ -27,6 +27,21 @@ final class H2Stream {
     var remoteEnded = false
     /// Body bytes given to the delegate and not yet `consume`d.
     var unconsumed = 0
+    /// The request's trailer section being read (`H2ServerSession.onTrailer`).
+    var trailerBlock: [UInt8] = []
+    var trailerFields: [HTTPHeaderField] = []
+    var trailerBytes = 0
+    var trailersDropped = false
+
+    /// The request trailers read, handed over once.
+    func takeRequestTrailers() -> HTTPHeaders? {
+        guard !trailerFields.isEmpty, !trailersDropped else { return nil }
+        defer {
+            trailerBlock = []
+            trailerFields = []
+        }
+        return HTTPHeaders(validatedBytes: trailerBlock, fields: trailerFields)
+    }
 
     // Response.
     var headSent = false
@@ -37,6 +52,8 @@ final class H2Stream {
     var aboveLowWatermark = false
     var out: [UInt8] = []
     var outOffset = 0
+    /// Response trailers, sent after the last DATA instead of END_STREAM on it.
+    var trailers: H2HeaderList?
 
     init(id: Int32) { self.id = id }
 

@@ -47,6 +47,10 @@ final class H2Recorder: H2SessionDelegate {
         onExceeded?(session, streamID)
     }
     func h2(_ session: H2ServerSession, didDrainOutput streamID: Int32) { drainedStreams.append(streamID) }
+    var requestTrailers: [Int32: HTTPHeaders] = [:]
+    func h2(_ session: H2ServerSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders) {
+        requestTrailers[streamID] = trailers
+    }
 }
 
 /// A client-side nghttp2 session used to drive the server in tests.

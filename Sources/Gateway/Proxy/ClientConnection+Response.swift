@@ -42,9 +42,23 @@ extension ClientConnection {
 
     static let crlf: [UInt8] = [13, 10]
     static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+    static let lastChunkLine: [UInt8] = Array("0\r\n".utf8)
 
     func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
-        if case .chunked = responseFraming { outBuf.append(Self.lastChunk) }
+        if case .chunked = responseFraming {
+            if ex.acceptsTrailers, let trailers = ex.responseTrailers {
+                // The last chunk, the trailer section, the empty line (RFC 9112 §7.1.2); only for a client that sent
+                // `TE: trailers` (SPEC §6.1), else they are dropped.
+                outBuf.append(Self.lastChunkLine)
+                TrailerFilter.forEach(trailers) { line in
+                    outBuf.append(line)
+                    outBuf.append(Self.crlf)
+                }
+                outBuf.append(Self.crlf)
+            } else {
+                outBuf.append(Self.lastChunk)
+            }
+        }
         if case .close = responseFraming { closeAfterResponse = true }
         // Answered before the body was read: the rest of the body must not be read as a request.
         if !requestComplete { closeAfterResponse = true }

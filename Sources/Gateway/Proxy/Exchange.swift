@@ -101,10 +101,15 @@ final class Exchange: UpstreamOwner {
     private var routes: Runtime?
     /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
-    var upstream: UpstreamConnection?
+    /// The upstream side of the seam: an HTTP/1.1 connection or an HTTP/2 stream (`UpstreamChannel`).
+    var upstream: UpstreamChannel?
     /// The client address `pool` counts this request under (`max_upstream_requests_per_address`), once admitted.
     private var upstreamSlot: ConnectionAddressKey?
     private var chunkedUpstream = false
+    /// Trailers (Exchange+Upstream.swift): whether the client takes response trailers; the request's; the response's.
+    var acceptsTrailers = false
+    var requestTrailers: HTTPHeaders?
+    var responseTrailers: HTTPHeaders?
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
     private var pendingBody: [UInt8] = []
     var builtin: BuiltinHandler?
@@ -129,6 +134,7 @@ final class Exchange: UpstreamOwner {
         machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
                                        retryableMethod: head.method != "POST" && head.method != "PATCH")
         self.head = head
+        acceptsTrailers = Self.acceptsTrailers(head)
         #if DEBUG
         responderCheck = responder
         #endif
@@ -293,14 +299,14 @@ final class Exchange: UpstreamOwner {
             upstream = up
             if let idle = routes?.routes[routeIndex].streamIdleTimeout { up.streamIdleTimeout = .nanoseconds(idle) }
             let out = context.buffers.requestHead
-            up.send(out.readable)
+            up.sendHead(out.readable)
             out.clear()
             if !pendingBody.isEmpty {
                 let body = pendingBody
                 pendingBody = []
                 body.withUnsafeBytes { sendBody($0, to: up) }
             }
-            perform(machine.upstreamConnected(backlog: up.outBuf.readableCount))
+            perform(machine.upstreamConnected(backlog: up.requestBacklog))
         }
     }
 
@@ -319,7 +325,7 @@ final class Exchange: UpstreamOwner {
             sendBody(bytes, to: up)
             // Held is held, whether this part began it or came after (HTTP/2 delivers the DATA already in flight:
             // each of those parts must stay unacknowledged too, or the client's window reopens).
-            return machine.upstreamBacklog(up.outBuf.readableCount) != .pauseInput && !machine.inputHeld
+            return machine.upstreamBacklog(up.requestBacklog) != .pauseInput && !machine.inputHeld
         case .bufferBuiltinPart:
             if machine.bodyReceived > Int64(builtinBodyReserved),
                let refusal = reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) {
@@ -339,8 +345,8 @@ final class Exchange: UpstreamOwner {
     }
 
     @inline(__always)
-    private func sendBody(_ bytes: UnsafeRawBufferPointer, to up: UpstreamConnection) {
-        if chunkedUpstream { up.sendChunk(bytes) } else { up.send(bytes) }
+    private func sendBody(_ bytes: UnsafeRawBufferPointer, to up: UpstreamChannel) {
+        up.sendBody(bytes, chunked: chunkedUpstream)
     }
 
     /// The request body is complete.
@@ -387,10 +393,8 @@ final class Exchange: UpstreamOwner {
         case .resumeInput:
             responder?.resumeInput(exchange: self)
         case .endRequestBody:
-            if let up = upstream {
-                if chunkedUpstream { up.sendLastChunk() }
-                up.requestComplete()
-            }
+            upstream?.endRequest(chunked: chunkedUpstream, trailers: requestTrailers)
+            requestTrailers = nil
         case .wantBody(let sendContinue, let resume):
             if sendContinue { responder?.sendContinue(exchange: self) }
             if resume { responder?.resumeInput(exchange: self) }
@@ -474,11 +478,6 @@ final class Exchange: UpstreamOwner {
         context.recorder.countUpstreamError(self, kind)
         perform(action)
     }
-
-    func upstreamDrained() { perform(machine.upstreamDrained()) }
-
-    /// The client's send buffer drained: the upstream may read more of the response.
-    func clientDrained() { upstream?.clientDrained() }
 
     /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`): when the exchange
     /// finishes, or when its WebSocket handshake became a tunnel (which then counts as a connection only).

@@ -181,6 +181,10 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         streams[streamID]?.requestData(bytes)
     }
 
+    func h2(_ session: H2ServerSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders) {
+        streams[streamID]?.exchange?.receiveTrailers(trailers)
+    }
+
     func h2(_ session: H2ServerSession, didEndStream streamID: Int32) {
         streams[streamID]?.requestEnded()
     }
@@ -239,6 +243,11 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     func sendData(_ streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) {
         guard !closed else { return }
         _ = session.sendData(streamID: streamID, bytes, endStream: endStream)
+    }
+
+    func sendTrailers(_ streamID: Int32, _ trailers: H2HeaderList) {
+        guard !closed else { return }
+        _ = session.sendTrailers(streamID: streamID, trailers)
     }
 
     func sendContinue(_ streamID: Int32) {

@@ -92,6 +92,14 @@ final class H2StreamExchange: ExchangeResponder {
     }
 
     func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
+        if let trailers = ex.responseTrailers {
+            // A trailing HEADERS frame (SPEC §6.1): the fields `TrailerFilter` allows, lower-cased by the list.
+            var list = H2HeaderList()
+            TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
+            connection.sendTrailers(streamID, list)
+            connection.streamProgressed()
+            return
+        }
         connection.sendData(streamID, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
         connection.streamProgressed()
     }

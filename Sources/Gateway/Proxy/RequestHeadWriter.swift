@@ -54,6 +54,10 @@ enum RequestHeadWriter {
         var moreForwardedFor: [UnsafeRawBufferPointer] = []
         var clientProto: UnsafeRawBufferPointer?
         var clientHost: UnsafeRawBufferPointer?
+        // `TE: trailers`, the one TE value forwarded, and only to an HTTP/2 upstream (SPEC §6.1; over HTTP/1.1 it
+        // would need `Connection: TE`, and the response's chunked trailers are not relayed).
+        var teTrailers = false
+        let h2 = upstream.httpProtocol == .h2
         let tokens = head.connectionTokens
         head.headers.bytes.withUnsafeBytes { raw in
             for f in head.headers.fields {
@@ -88,7 +92,11 @@ enum RequestHeadWriter {
                     if trusted && clientProto == nil { clientProto = value }
                 case .forwardedHost:
                     if trusted && clientHost == nil { clientHost = value }
-                case .hopByHop, .appCheckInternal, .requestId, .contentLength, .expect:
+                case .hopByHop:
+                    if h2, !teTrailers, name.count == 2, HTTPSyntax.equalsLowercased(name, "te") {
+                        teTrailers = TrailerFilter.listsTrailers(value)
+                    }
+                case .appCheckInternal, .requestId, .contentLength, .expect:
                     continue
                 }
             }
@@ -150,6 +158,7 @@ enum RequestHeadWriter {
             out.append(reason)
             checkValue()
         }
+        if teTrailers { out.append(static: "\r\nTE: trailers") }
         switch head.framing {
         case .none: break
         case .contentLength(let n):
@@ -192,7 +201,12 @@ enum ResponseHeadWriter {
     static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: RequestID,
                       responseFraming: inout ClientResponseFraming, clientVersionMinor: Int, closeAfterResponse: inout Bool) {
         writeStatusLine(head.status, into: out)
-        head.withReasonBytes { out.append($0) }
+        // An HTTP/2 upstream's head has no reason phrase (RFC 9113 §8.3.2): the registry's, as for our own answers.
+        if head.reasonRange.isEmpty && head.versionMinor == 1 && head.connectionTokens.isEmpty {
+            out.append(ErrorResponse.reasonPhrase(head.status))
+        } else {
+            head.withReasonBytes { out.append($0) }
+        }
         out.append(static: "\r\n")
         ResponseHeaderFilter.forEach(head, framing: framing) { _, _, line in
             out.append(line)

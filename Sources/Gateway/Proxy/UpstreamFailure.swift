@@ -12,6 +12,8 @@ enum UpstreamFailure: String, Error, Sendable {
     case badResponse = "bad_response"
     /// The TLS handshake with an `https://` upstream failed (untrusted chain, wrong name, protocol).
     case tlsFailed = "tls_failed"
+    /// An `h2` upstream over `https://` whose TLS handshake did not select `h2` by ALPN (502).
+    case notH2 = "alpn_not_h2"
     /// No idle connection and new connects are past the upstream's `max_connects_per_second` (503, never tried).
     case connectRateLimited = "connect_rate_limited"
     /// The client address already holds its share of this upstream (`max_upstream_requests_per_address`), or has

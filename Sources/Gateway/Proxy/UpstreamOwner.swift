@@ -9,6 +9,8 @@ protocol UpstreamOwner: AnyObject {
     func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool
     /// Body bytes; return false to make the upstream stop reading until `UpstreamConnection.clientDrained()`.
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool
+    /// The response's trailer fields (an HTTP/2 upstream's trailing HEADERS), just before `upstreamResponseEnd`.
+    func upstreamResponseTrailers(_ trailers: HTTPHeaders)
     /// The response is complete.
     func upstreamResponseEnd()
     /// The exchange failed (before or after the head).

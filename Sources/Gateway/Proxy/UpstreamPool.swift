@@ -26,14 +26,19 @@ final class UpstreamPool {
     private var recentlyHeavyUntil: UInt64 = 0
     /// Set when a reload replaced this pool: connections finish their exchange and close.
     var retired: Bool { state.retired }
+    /// `protocol: h2`: the multiplexed HTTP/2 connections (WebSocket handshakes still use HTTP/1.1 connections).
+    private(set) var h2: H2UpstreamPool?
 
-    init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, context: LoopContext) {
+    /// `h2TLS`: for an `h2` upstream on `https://`, the client context offering ALPN `h2` alone.
+    init(settings: UpstreamSettings, addresses: [SocketAddress], tls: TLSClientContext?, h2TLS: TLSClientContext? = nil,
+         context: LoopContext) {
         self.settings = settings
         self.addresses = addresses
         self.tls = tls
         self.contextRef = Unretained(context)
         state = UpstreamPoolState(maxIdle: settings.maxIdleConnections, addressCount: addresses.count,
                                   maxConnectsPerSecond: settings.maxConnectsPerSecond, now: context.loop.now)
+        if settings.httpProtocol == .h2 { h2 = H2UpstreamPool(pool: self, tls: h2TLS) }
     }
 
     var idleCount: Int { state.idle.count }
@@ -87,7 +92,8 @@ final class UpstreamPool {
     /// `UpstreamPoolState.acquire`. `upgrade`: a WebSocket handshake, always on a new connection (never the
     /// keep-alive pool; still within `max_connects_per_second`).
     func acquire(for client: UpstreamOwner, method: String, heavy: Bool = false,
-                 upgrade: Bool = false) -> Result<UpstreamConnection, UpstreamFailure> {
+                 upgrade: Bool = false) -> Result<UpstreamChannel, UpstreamFailure> {
+        if let h2, !upgrade { return h2.acquire(for: client, method: method, heavy: heavy) }
         let address: SocketAddress
         switch upgrade ? state.newConnection(now: context.loop.now, heavy: heavy)
                        : state.acquire(now: context.loop.now, heavy: heavy, isUsable: { $0.isUsable }) {
@@ -127,6 +133,38 @@ final class UpstreamPool {
         return .success(conn)
     }
 
+    /// A new connected (or connecting) socket for an HTTP/2 connection, within the same address rotation and connect
+    /// budget as HTTP/1.1 connections (`heavy`: see `UpstreamPoolState.acquire`); TLS started with `tls` when given.
+    struct NewSocket {
+        let fd: Int32
+        let connected: Bool
+        let tls: TLSStream?
+    }
+
+    func newSocket(heavy: Bool, tls: TLSClientContext?) -> Result<NewSocket, UpstreamFailure> {
+        let address: SocketAddress
+        switch state.newConnection(now: context.loop.now, heavy: heavy) {
+        case .connect(let index, _): address = addresses[index]
+        case .reuse, .noAddress: return .failure(.connectRefused)
+        case .rateLimited: return .failure(.connectRateLimited)
+        case .addressLimited: return .failure(.addressBusy)
+        }
+        let connected: (fd: Int32, connected: Bool)
+        do { connected = try Socket.connect(address) } catch { return .failure(.connectRefused) }
+        Socket.setNoDelay(connected.fd)
+        var stream: TLSStream?
+        if let tls {
+            do { stream = try tls.makeStream(fd: connected.fd, serverName: settings.host) } catch {
+                Socket.close(connected.fd)
+                return .failure(.tlsFailed)
+            }
+        }
+        return .success(NewSocket(fd: connected.fd, connected: connected.connected, tls: stream))
+    }
+
+    /// An HTTP/2 connection closed.
+    func h2Closed(_ conn: H2UpstreamConnection) { h2?.closed(conn) }
+
     /// Takes back a connection whose exchange finished cleanly.
     func release(_ conn: UpstreamConnection) {
         guard state.release(conn) else {
@@ -144,5 +182,6 @@ final class UpstreamPool {
     /// Closes idle connections and makes busy ones close when done (config reload, shutdown).
     func retire() {
         for c in state.retire() { c.close() }
+        h2?.retire()
     }
 }

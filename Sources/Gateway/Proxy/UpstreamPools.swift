@@ -11,7 +11,8 @@ struct UpstreamPools {
     /// The pools of `runtime`'s upstreams, new.
     mutating func build(_ runtime: Runtime, context: LoopContext) {
         pools = runtime.settings.upstreams.enumerated().map { i, u in
-            UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], tls: runtime.upstreamTLS[i], context: context)
+            UpstreamPool(settings: u, addresses: runtime.upstreamAddresses[i], tls: runtime.upstreamTLS[i],
+                         h2TLS: runtime.upstreamH2TLS[i], context: context)
         }
     }
 
@@ -26,7 +27,7 @@ struct UpstreamPools {
                 kept.append(pools[j])
             } else {
                 kept.append(UpstreamPool(settings: u, addresses: new.upstreamAddresses[i], tls: new.upstreamTLS[i],
-                                         context: context))
+                                         h2TLS: new.upstreamH2TLS[i], context: context))
             }
         }
         for p in pools where !kept.contains(where: { $0 === p }) { p.retire() }
@@ -37,6 +38,7 @@ struct UpstreamPools {
         a.scheme == b.scheme && a.host == b.host && a.port == b.port && a.basePath == b.basePath
             && a.connectTimeout == b.connectTimeout && a.responseTimeout == b.responseTimeout
             && a.maxIdleConnections == b.maxIdleConnections && a.caFile == b.caFile
+            && a.httpProtocol == b.httpProtocol
     }
 
     /// Closes idle upstream connections and makes busy ones close when done (shutdown).

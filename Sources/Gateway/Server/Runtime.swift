@@ -13,6 +13,8 @@ final class Runtime: Sendable {
     let upstreamAddresses: [[SocketAddress]]
     /// TLS client contexts for `https://` upstreams (system CA store or `ca_file`), nil for `http://`.
     let upstreamTLS: [TLSClientContext?]
+    /// For `protocol: h2` upstreams on `https://`: a client context offering ALPN `h2` alone (SPEC §6.1); nil otherwise.
+    let upstreamH2TLS: [TLSClientContext?]
     let parserLimits: HTTPParserLimits
     /// Upstream responses may carry larger heads than we accept from clients.
     let upstreamParserLimits: HTTPParserLimits
@@ -67,6 +69,12 @@ final class Runtime: Sendable {
         upstreamTLS = try settings.upstreams.map { u -> TLSClientContext? in
             guard u.scheme == "https" else { return nil }
             do { return try TLSClientContext(caFile: u.caFile) } catch {
+                throw SocketError("upstream \(u.name): TLS: \((error as? TLSError)?.message ?? "\(error)")", errno: 0)
+            }
+        }
+        upstreamH2TLS = try settings.upstreams.map { u -> TLSClientContext? in
+            guard u.scheme == "https", u.httpProtocol == .h2 else { return nil }
+            do { return try TLSClientContext(caFile: u.caFile, alpnProtocols: ["h2"]) } catch {
                 throw SocketError("upstream \(u.name): TLS: \((error as? TLSError)?.message ?? "\(error)")", errno: 0)
             }
         }

@@ -1,0 +1,90 @@
+// libFuzzer target: the HTTP/2 client session the gateway speaks to `protocol: h2` upstreams through
+// (HTTPWire.H2ClientSession over nghttp2): three requests are opened (one without a body, one with a body, one with a
+// body and trailers), then the input is fed as the server's bytes in two reads, every response body byte consumed. A
+// hostile upstream must never crash it or make it leak; the events keep the documented order (a head before data and
+// trailers, nothing after a stream's one completion or failure); the request bytes it holds stay bounded by what was
+// queued, and its output by a constant per input byte.
+import HTTPWire
+
+let body = [UInt8](repeating: 0x62, count: 1000)
+
+final class Recorder: H2ClientSessionDelegate {
+    var headed: Set<Int32> = []
+    var ended: Set<Int32> = []
+
+    func live(_ id: Int32) {
+        precondition(!ended.contains(id), "event for stream \(id) after its end")
+    }
+
+    func h2(_ session: H2ClientSession, didReceiveResponse streamID: Int32, status: Int, headers: HTTPHeaders,
+            endStream: Bool) {
+        live(streamID)
+        precondition(headed.insert(streamID).inserted, "two final heads on stream \(streamID)")
+        precondition((200...999).contains(status), "status \(status)")
+    }
+
+    func h2(_ session: H2ClientSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
+        live(streamID)
+        precondition(headed.contains(streamID), "data before the head on stream \(streamID)")
+        session.consume(streamID: streamID, bytes: bytes.count)
+    }
+
+    func h2(_ session: H2ClientSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders) {
+        live(streamID)
+        precondition(headed.contains(streamID), "trailers before the head on stream \(streamID)")
+    }
+
+    func h2(_ session: H2ClientSession, didCompleteStream streamID: Int32) {
+        live(streamID)
+        precondition(headed.contains(streamID), "stream \(streamID) complete without a head")
+        ended.insert(streamID)
+    }
+
+    func h2(_ session: H2ClientSession, didFailStream streamID: Int32, _ failure: H2StreamFailure) {
+        live(streamID)
+        ended.insert(streamID)
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let recorder = Recorder()
+    let session = H2ClientSession(delegate: recorder)
+    var list = H2HeaderList()
+    list.add("accept", "*/*")
+    list.addTETrailers()
+    var ids: [Int32] = []
+    if let id = session.submitRequest(method: "GET", scheme: "http", authority: "a", path: "/", headers: list,
+                                      endStream: true) { ids.append(id) }
+    if let id = session.submitRequest(method: "POST", scheme: "http", authority: "a", path: "/b", headers: list,
+                                      endStream: false) {
+        ids.append(id)
+        body.withUnsafeBytes { _ = session.sendData(streamID: id, $0, endStream: true) }
+    }
+    if let id = session.submitRequest(method: "POST", scheme: "http", authority: "a", path: "/t", headers: list,
+                                      endStream: false) {
+        ids.append(id)
+        body.withUnsafeBytes { _ = session.sendData(streamID: id, $0, endStream: false) }
+        var trailers = H2HeaderList()
+        trailers.add("x-checksum", "1")
+        _ = session.sendTrailers(streamID: id, trailers)
+    }
+    precondition(ids.count == 3, "a new session takes three streams")
+    var output = session.send { _ in }
+    let split = size == 0 ? 0 : Int(data[0]) % (size + 1)
+    var closed = false
+    UnsafeRawBufferPointer(start: data, count: size).withMemoryRebound(to: UInt8.self) { all in
+        let raw = UnsafeRawBufferPointer(all)
+        for chunk in [raw[..<split], raw[split...]] where !closed {
+            if case .closeConnection = session.receive(UnsafeRawBufferPointer(rebasing: chunk)) { closed = true }
+            output += session.send { _ in }
+            precondition(session.totalBufferedBytes <= 2 * body.count, "request bytes beyond what was queued")
+        }
+    }
+    session.close()
+    precondition(Set(ids).isSubset(of: recorder.ended), "a stream never ended: \(ids) vs \(recorder.ended)")
+    // The preface, SETTINGS, window update, three requests and their bodies, plus per input byte at most an
+    // acknowledgement or a reset.
+    precondition(output <= 8192 + 64 * size, "\(output) bytes out for \(size) in")
+    return 0
+}

@@ -1,0 +1,56 @@
+import HTTPWire
+
+/// The exchange's side of the upstream seam: what an `Exchange` tells the upstream it was given by its pool. One HTTP/1.1
+/// connection (`UpstreamConnection`, `upstreams.<name>.protocol: http1`) or one stream of a multiplexed HTTP/2
+/// connection (`H2UpstreamStream`, `protocol: h2`); the other direction is `UpstreamOwner`. The exchange never asks
+/// which: it writes one HTTP/1.1 request head (`RequestHeadWriter`), the body parts, their end, and hears the response
+/// back as an `HTTPResponseHead`, body parts and trailers. All calls happen on the loop.
+protocol UpstreamChannel: AnyObject {
+    /// The route's `stream_idle_timeout` in nanoseconds, 0 when it sets none (see `UpstreamConnection`).
+    var streamIdleTimeout: UInt64 { get set }
+    /// Request bytes taken and not yet written to the upstream (the exchange pauses its client above
+    /// `Backpressure.highWater` and resumes on `UpstreamOwner.upstreamDrained`).
+    var requestBacklog: Int { get }
+    /// The request head as HTTP/1.1 bytes (`RequestHeadWriter`'s output; an HTTP/2 stream translates it).
+    func sendHead(_ head: UnsafeRawBufferPointer)
+    /// Request body bytes; `chunked`: the head said `Transfer-Encoding: chunked` (HTTP/1.1 frames them as a chunk).
+    func sendBody(_ bytes: UnsafeRawBufferPointer, chunked: Bool)
+    /// The request is complete, with its trailer fields if it had any (already filtered by `TrailerFilter`); the
+    /// response timeout starts.
+    func endRequest(chunked: Bool, trailers: HTTPHeaders?)
+    /// The exchange no longer wants this request: an HTTP/1.1 connection closes, an HTTP/2 stream is reset
+    /// (RST_STREAM(CANCEL)), never its connection.
+    func abandon()
+    /// The client's send buffer drained: the upstream may deliver more of the response.
+    func clientDrained()
+}
+
+extension UpstreamConnection: UpstreamChannel {
+    var requestBacklog: Int { outBuf.readableCount }
+
+    func sendHead(_ head: UnsafeRawBufferPointer) { send(head) }
+
+    func sendBody(_ bytes: UnsafeRawBufferPointer, chunked: Bool) {
+        if chunked { sendChunk(bytes) } else { send(bytes) }
+    }
+
+    func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
+        if chunked {
+            if let trailers, !trailers.isEmpty {
+                // RFC 9112 §7.1.2: the last chunk, the trailer section, the empty line.
+                send(Self.lastChunkLine)
+                TrailerFilter.forEach(trailers) { line in
+                    send(line)
+                    send(Self.lineEnd)
+                }
+                send(Self.lineEnd)
+            } else {
+                sendLastChunk()
+            }
+        }
+        requestComplete()
+    }
+
+    private static let lastChunkLine: [UInt8] = Array("0\r\n".utf8)
+    private static let lineEnd: [UInt8] = [13, 10]
+}

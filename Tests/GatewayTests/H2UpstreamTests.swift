@@ -1,0 +1,219 @@
+import Foundation
+import Glibc
+@testable import Gateway
+import Testing
+import TestSupport
+
+/// HTTP/2 upstreams (`protocol: h2`) and trailers (SPEC §6.1) end to end, with peers nobody here wrote: a hyper-h2
+/// upstream (`H2Peers.upstream`), hyper-h2 and curl as HTTP/2 clients, curl as the HTTP/1.1 client, h2load for load.
+@Suite(.serialized) struct H2UpstreamTests {
+    static let python = "/usr/bin/python3"
+
+    /// The hyper-h2 upstream and its event log (one JSON object per line).
+    final class Upstream: @unchecked Sendable {
+        let directory: String
+        let process = Process()
+        let port: UInt16
+
+        init(_ options: [String: Any] = [:]) throws {
+            directory = NSTemporaryDirectory() + "h2up-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try H2Peers.upstream.write(toFile: directory + "/server.py", atomically: true, encoding: .utf8)
+            try H2Peers.client.write(toFile: directory + "/client.py", atomically: true, encoding: .utf8)
+            FileManager.default.createFile(atPath: directory + "/events.log", contents: nil)
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: options), as: UTF8.self)
+            process.executableURL = URL(fileURLWithPath: H2UpstreamTests.python)
+            process.arguments = [directory + "/server.py", directory + "/port", directory + "/events.log", json]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            let deadline = Date().addingTimeInterval(10)
+            var found: UInt16?
+            while Date() < deadline, found == nil {
+                if FileManager.default.fileExists(atPath: directory + "/port") {
+                    found = UInt16(try String(contentsOfFile: directory + "/port", encoding: .utf8))
+                } else {
+                    usleep(20_000)
+                }
+            }
+            guard let found else {
+                kill(process.processIdentifier, SIGKILL)
+                throw HarnessError("the hyper-h2 upstream did not start (python3-h2 installed? make deps-test)")
+            }
+            port = found
+        }
+
+        /// Every event logged so far.
+        func events() throws -> [[String: Any]] {
+            let text = try String(contentsOfFile: directory + "/events.log", encoding: .utf8)
+            return try text.split(separator: "\n").map { line in
+                guard let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                    throw HarnessError("not a JSON object: \(line)")
+                }
+                return obj
+            }
+        }
+
+        func events(_ kind: String) throws -> [[String: Any]] { try events().filter { $0["event"] as? String == kind } }
+
+        /// Waits (bounded) until `count` events of `kind` were logged; returns them.
+        func waitFor(_ kind: String, count: Int = 1, timeout: Double = 10) throws -> [[String: Any]] {
+            let deadline = Date().addingTimeInterval(timeout)
+            while true {
+                let found = try events(kind)
+                if found.count >= count || Date() >= deadline { return found }
+                usleep(20_000)
+            }
+        }
+
+        /// The header list of the one request logged for `path`.
+        func request(_ path: String) throws -> [(String, String)] {
+            let found = try waitFor("request").filter { $0["path"] as? String == path }
+            guard found.count == 1, let list = found[0]["headers"] as? [[String]] else {
+                throw HarnessError("expected one request for \(path), got \(found)")
+            }
+            return list.map { ($0[0], $0[1]) }
+        }
+
+        func client(_ gatewayPort: UInt16, _ mode: String) throws -> [String: Any] {
+            let r = try BoundedCommand.run(H2UpstreamTests.python, [
+                directory + "/client.py", String(gatewayPort), mode, directory + "/events.log",
+            ], timeout: 30)
+            guard let line = r.stdout.split(separator: "\n").last,
+                  let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                throw HarnessError("h2 client: \(r.status) \(r.stdout) \(r.stderr)")
+            }
+            return obj
+        }
+
+        func stop() {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    static func harness(_ up: Upstream, scheme: String = "http", extra: String = "") throws -> GatewayHarness {
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: """
+              - { name: h2, prefix: /, upstream: h2, enforcement: off }
+            """, upstreamExtra: """
+              h2:
+                url: \(scheme)://127.0.0.1:\(up.port)
+                protocol: h2
+                connect_timeout: 2s
+                response_timeout: 3s
+            \(extra)
+            """)
+        }
+        return h
+    }
+
+    /// curl's answer: status, the header dump (trailers after the head) and the body.
+    static func curl(_ args: [String]) throws -> (status: Int, dump: String, body: String) {
+        let dir = NSTemporaryDirectory() + "curl-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try BoundedCommand.run("/usr/bin/curl", ["-sS", "--max-time", "20", "-D", dir + "/dump", "-o", dir + "/body",
+                                                          "-w", "%{http_code}"] + args, timeout: 30)
+        guard let status = Int(r.stdout) else { throw HarnessError("curl: \(r.status) \(r.stdout) \(r.stderr)") }
+        return (status, try String(contentsOfFile: dir + "/dump", encoding: .utf8).lowercased(),
+                try String(contentsOfFile: dir + "/body", encoding: .utf8))
+    }
+
+    static func values(_ list: [(String, String)], _ name: String) -> [String] {
+        list.filter { $0.0 == name }.map(\.1)
+    }
+
+    // MARK: forwarding and trailers
+
+    /// An HTTP/1.1 client that sent `TE: trailers` reaches an h2c upstream: the body both ways, `te: trailers` and
+    /// `:authority` upstream, the response trailers as chunked trailers (minus a forbidden one).
+    @Test func http1ClientWithTETrailersGetsChunkedTrailers() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let r = try Self.curl(["--http1.1", "-H", "TE: trailers", "--data-binary", "hello",
+                               "http://127.0.0.1:\(h.port)/echo?trailers=1"])
+        #expect(r.status == 200)
+        #expect(r.body == "hello")
+        #expect(r.dump.contains("transfer-encoding: chunked"))
+        #expect(r.dump.contains("grpc-status: 0"))
+        #expect(r.dump.contains("x-trailer: done"))
+        #expect(!r.dump.contains("forbidden=1"), "set-cookie is not a trailer the gateway passes on")
+        let seen = try up.request("/echo?trailers=1")
+        #expect(Self.values(seen, "te") == ["trailers"])
+        #expect(Self.values(seen, ":authority") == ["127.0.0.1:\(h.port)"])
+        #expect(Self.values(seen, ":method") == ["POST"])
+        #expect(Self.values(seen, "x-appcheck-status") == ["skipped"])
+        #expect(Self.values(seen, "transfer-encoding").isEmpty && Self.values(seen, "connection").isEmpty)
+    }
+
+    /// Without `TE: trailers` an HTTP/1.1 client gets no trailers, and other TE values are not forwarded.
+    @Test func http1ClientWithoutTETrailersGetsNone() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let r = try Self.curl(["--http1.1", "-H", "TE: gzip", "http://127.0.0.1:\(h.port)/echo?trailers=1"])
+        #expect(r.status == 200)
+        #expect(r.body == "echo")
+        #expect(!r.dump.contains("grpc-status"))
+        #expect(Self.values(try up.request("/echo?trailers=1"), "te").isEmpty)
+        let mixed = try Self.curl(["--http1.1", "-H", "TE: gzip, trailers;q=0.5", "http://127.0.0.1:\(h.port)/echo?trailers=1&m"])
+        #expect(mixed.status == 200)
+        #expect(mixed.dump.contains("grpc-status: 0"))
+        #expect(Self.values(try up.request("/echo?trailers=1&m"), "te") == ["trailers"])
+    }
+
+    /// An HTTP/2 client (curl, h2c) gets the upstream's trailers as a trailing HEADERS frame.
+    @Test func http2ClientGetsTrailingHeaders() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let r = try Self.curl(["--http2-prior-knowledge", "--data-binary", "abc", "http://127.0.0.1:\(h.port)/echo?trailers=1"])
+        #expect(r.status == 200)
+        #expect(r.body == "abc")
+        #expect(r.dump.contains("x-trailer: done"))
+        #expect(r.dump.contains("grpc-status: 0"))
+        #expect(!r.dump.contains("forbidden=1"))
+    }
+
+    /// Request trailers from an HTTP/2 client reach the h2 upstream (a forbidden one removed), and the response's come
+    /// back, read by hyper-h2 on both ends.
+    @Test func http2RequestTrailersAreForwarded() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let r = try up.client(h.port, "trailers")
+        let headers = try #require(r["headers"] as? [[String]])
+        #expect(headers.contains([":status", "200"]))
+        #expect(r["body"] as? String == "ping")
+        let trailers = try #require(r["trailers"] as? [[String]])
+        #expect(trailers.contains(["x-trailer", "done"]))
+        let event = try #require(try up.waitFor("request").first)
+        let forwarded = try #require(event["trailers"] as? [[String]])
+        #expect(forwarded == [["x-req-trailer", "yes"]])
+    }
+
+    // MARK: failures
+
+    /// A stream the upstream resets, and a response head over the limit, are 502; the connection carries on.
+    @Test func resetAndOversizedHeadAre502() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        let reset = try RawHTTPClient.roundTrip(port: h.port, "GET /reset HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(reset.status == 502)
+        #expect(reset.bodyText.contains("connection_reset"))
+        let big = try RawHTTPClient.roundTrip(port: h.port, "GET /manyheaders HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(big.status == 502)
+        #expect(big.bodyText.contains("bad_response"))
+        let ok = try RawHTTPClient.roundTrip(port: h.port, "GET /echo HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(ok.status == 200)
+        #expect(try up.events("connection").count == 1)
+    }
+}
