@@ -132,7 +132,7 @@ if has_case grpc; then
     server {
         listen 127.0.0.1:$GRPC_PORT http2 backlog=4096;
         listen 127.0.0.1:$GRPC_CHECK_PORT;
-        http2_max_requests 1000000;
+        keepalive_requests 1000000;
         location / {
             root $BENCH_TMP/grpc-www;
             default_type application/grpc;
@@ -163,7 +163,7 @@ start_nginx_grpc() {
     server {
         listen 127.0.0.1:$NGINX_GRPC_PORT http2 backlog=4096;
         listen 127.0.0.1:$NGINX_GRPC_CHECK_PORT;
-        http2_max_requests 1000000;
+        keepalive_requests 1000000;
         location / { grpc_pass grpc://g; }
         location = /ready { return 200 "ok\n"; }
     }
