@@ -2,7 +2,7 @@
 # Instructions per request under valgrind --tool=callgrind (threads 1), the gateway and nginx on the same workload.
 #
 # usage: Benchmarks/callgrind.sh [--requests 20000] [--warmup 2000] [--fresh-requests 2000] [--top 25]
-#                                 [--cases off,enforce,cycled,fresh,h2tls] [--no-nginx]
+#                                 [--cases off,enforce,cycled,fresh,h2tls,dpop,grpc] [--no-nginx]
 #
 # Wall-clock numbers on a shared 2-core machine are noisy; instruction counts for a fixed number of requests
 # are repeatable to well under 1%, so compare these figures before/after a change. The measured window is
@@ -21,6 +21,15 @@
 #            request; see below)
 #   h2tls    (E) HTTP/2 over TLS: h2load -c4 -m10 (ALPN h2) with one session token on an enforce route; each
 #            h2load run opens 4 connections, so 4 TLS handshakes are inside the window on both sides
+#   dpop     (F) an enforce route with `dpop: required` (memory replay store), one session token bound to a P-256
+#            device key (`cnf.jkt`, a cache hit after the first request) and a fresh DPoP proof per request
+#            (--fresh-requests of them, each its own `jti`; made by `appcheck-gateway-bench dpop` 11 s after the
+#            start, so `dpop_max_age` is 1h for the run: the proofs' `iat` ages while valgrind runs). The table also
+#            gives the ECDSA P-256 verification's own cost (EVP_DigestVerify, inclusive) and F's rest over case B
+#   grpc     (G) gRPC unary over h2c end to end: h2load -c4 -m10 POSTs a 7-byte gRPC message
+#            (`content-type: application/grpc`, `te: trailers`, one session token) to an enforce route whose upstream
+#            is `protocol: h2`; the upstream is nginx (h2c) answering every call with a gRPC message and the trailer
+#            `grpc-status: 0`; the peer is nginx `grpc_pass` to the same upstream. Needs a gateway with HTTP/2 upstreams.
 # The nginx peer (1 process, `proxy_pass` with upstream keep-alive, `ssl http2` for h2tls; Benchmarks/lib.sh) runs
 # under callgrind on the same requests, token header included, so the ratio is measured in the same run. For
 # `fresh` it is the same plain proxy (nginx verifies nothing): the target there is "RSA verify + k x off".
@@ -52,13 +61,14 @@ for n in "$REQUESTS" "$WARMUP" "$FRESH_REQUESTS"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "request counts must be positive numbers" >&2; exit 2; }
 done
 for c in ${CASES//,/ }; do
-    case "$c" in off|enforce|cycled|fresh|h2tls) ;;
-        *) echo "unknown case: $c (off, enforce, cycled, fresh, h2tls)" >&2; exit 2 ;;
+    case "$c" in off|enforce|cycled|fresh|h2tls|dpop|grpc) ;;
+        *) echo "unknown case: $c (off, enforce, cycled, fresh, h2tls, dpop, grpc)" >&2; exit 2 ;;
     esac
 done
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 tools=(objcopy valgrind callgrind_control callgrind_annotate nginx python3)
 has_case h2tls && tools+=(h2load openssl)
+has_case grpc && tools+=(h2load)
 for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || die "$tool not found (make deps-bench installs valgrind, nginx and h2load)"
 done
@@ -80,7 +90,7 @@ REAL_BIN="$GATEWAY_BIN"
 
 # Keys and tokens. RSA-2048 for enforce, fresh and h2tls; RSA-3072 for cycled. One key set holds both.
 TOKEN=""
-if has_case enforce || has_case fresh || has_case h2tls || has_case cycled; then
+if has_case enforce || has_case fresh || has_case h2tls || has_case cycled || has_case dpop || has_case grpc; then
     "$REAL_BIN" keygen --key "$BENCH_TMP/key.pem" --jwks "$BENCH_TMP/jwks2048.json" >/dev/null || die "keygen failed"
     TOKEN="$("$REAL_BIN" mint --key "$BENCH_TMP/key.pem" --project-number "$PROJECT_NUMBER" --app-id "$APP_ID" | head -n 1)"
     [[ -n "$TOKEN" ]] || die "mint printed no token"
@@ -106,6 +116,70 @@ if has_case h2tls; then
         || die "openssl could not make the benchmark certificate"
 fi
 
+if has_case grpc; then
+    # The gRPC upstream: nginx over h2c (and HTTP/1.1 on a second port, for the readiness check) answering every call
+    # with one gRPC message (field 1 = 1) and the trailer `grpc-status: 0`: a POST to a static file is a 405, turned
+    # into the file's 200. The request body is the same 7-byte message.
+    read -r GRPC_PORT GRPC_CHECK_PORT NGINX_GRPC_PORT NGINX_GRPC_CHECK_PORT <<<"$(free_ports 4)"
+    mkdir -p "$BENCH_TMP/grpc-www"
+    printf '\x00\x00\x00\x00\x02\x08\x01' >"$BENCH_TMP/grpc-www/reply.bin"
+    cp "$BENCH_TMP/grpc-www/reply.bin" "$BENCH_TMP/grpc-request.bin"
+    {
+        _nginx_common grpc-backend 1
+        echo "http {"
+        _nginx_http_common grpc-backend
+        cat <<EOF
+    server {
+        listen 127.0.0.1:$GRPC_PORT http2 backlog=4096;
+        listen 127.0.0.1:$GRPC_CHECK_PORT;
+        keepalive_requests 1000000;
+        location / {
+            root $BENCH_TMP/grpc-www;
+            default_type application/grpc;
+            add_trailer grpc-status 0;
+            try_files /reply.bin =404;
+            error_page 405 =200 /reply.bin;
+        }
+    }
+}
+EOF
+    } >"$BENCH_TMP/grpc-backend.conf"
+    _start_nginx grpc-backend "$BENCH_TMP/grpc-backend.conf" "$GRPC_CHECK_PORT"
+fi
+
+# start_nginx_grpc: the nginx peer of case G (`grpc_pass` over h2c with upstream keep-alive), one process, under
+# NGINX_WRAPPER; ready when its HTTP/1.1 listener answers /ready. Sets NGINX_PROXY_PID.
+start_nginx_grpc() {
+    mkdir -p "$BENCH_TMP/nginx-grpc"
+    {
+        _nginx_common nginx-grpc 1
+        echo "http {"
+        _nginx_http_common nginx-grpc
+        cat <<EOF
+    upstream g {
+        server 127.0.0.1:$GRPC_PORT;
+        keepalive 128;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_GRPC_PORT http2 backlog=4096;
+        listen 127.0.0.1:$NGINX_GRPC_CHECK_PORT;
+        keepalive_requests 1000000;
+        location / { grpc_pass grpc://g; }
+        location = /ready { return 200 "ok\n"; }
+    }
+}
+EOF
+    } >"$BENCH_TMP/nginx-grpc.conf"
+    nginx -t -q -p "$BENCH_TMP/nginx-grpc" -e "$BENCH_TMP/nginx-grpc/err.log" -c "$BENCH_TMP/nginx-grpc.conf" \
+        || die "the grpc_pass peer's config is invalid (see $BENCH_TMP/nginx-grpc/err.log)"
+    ${NGINX_WRAPPER:-} nginx -p "$BENCH_TMP/nginx-grpc" -e "$BENCH_TMP/nginx-grpc/err.log" -c "$BENCH_TMP/nginx-grpc.conf" \
+        >"$BENCH_TMP/nginx-grpc/stdout.log" 2>"$BENCH_TMP/nginx-grpc/stderr.log" &
+    NGINX_PROXY_PID=$!
+    BENCH_PIDS+=("$NGINX_PROXY_PID")
+    wait_http "http://127.0.0.1:$NGINX_GRPC_CHECK_PORT/ready" "${NGINX_START_TIMEOUT:-15}" "$NGINX_PROXY_PID" \
+        || die "the grpc_pass peer did not come up: $(cat "$BENCH_TMP/nginx-grpc/err.log" 2>/dev/null)"
+}
+
 # client CASE PORT WHICH: sends a case's warm-up (WHICH=warmup) or measured (WHICH=measure) requests.
 client() {
     local c="$1" port="$2" which="$3" n
@@ -129,6 +203,25 @@ client() {
                 python3 "$BENCH_DIR/kaclient.py" --port "$port" --requests "$FRESH_REQUESTS" \
                     --tokens "$BENCH_TMP/fresh.tokens" --token-offset "$FRESH_WARMUP" >/dev/null
             fi ;;
+        dpop)
+            local token
+            token="$(head -n 1 "$BENCH_TMP/dpop.txt")"
+            if [[ "$which" == warmup ]]; then
+                python3 "$BENCH_DIR/kaclient.py" --port "$port" --requests "$FRESH_WARMUP" \
+                    --header "X-Firebase-AppCheck: $token" --proofs "$BENCH_TMP/dpop.proofs" >/dev/null
+            else
+                python3 "$BENCH_DIR/kaclient.py" --port "$port" --requests "$FRESH_REQUESTS" \
+                    --header "X-Firebase-AppCheck: $token" --proofs "$BENCH_TMP/dpop.proofs" \
+                    --proof-offset "$FRESH_WARMUP" >/dev/null
+            fi ;;
+        grpc)
+            n=$([[ "$which" == warmup ]] && echo "$WARMUP" || echo "$REQUESTS")
+            local out="$BENCH_TMP/h2load-grpc-$which.txt"
+            timeout -k 5 1800 h2load -n "$n" -c4 -m10 -t1 -d "$BENCH_TMP/grpc-request.bin" \
+                -H "content-type: application/grpc" -H "te: trailers" -H "x-firebase-appcheck: $TOKEN" \
+                "http://127.0.0.1:$port/bench.Echo/Say" >"$out" 2>&1 || { cat "$out" >&2; return 1; }
+            grep -q "requests: $n total, $n started, $n done, $n succeeded, 0 failed, 0 errored" "$out" \
+                && grep -q "status codes: $n 2xx" "$out" || { cat "$out" >&2; return 1; } ;;
         h2tls)
             n=$([[ "$which" == warmup ]] && echo "$WARMUP" || echo "$REQUESTS")
             local out="$BENCH_TMP/h2load-$which.txt"
@@ -139,7 +232,7 @@ client() {
     esac
 }
 
-case_requests() { [[ "$1" == fresh ]] && echo "$FRESH_REQUESTS" || echo "$REQUESTS"; }
+case_requests() { [[ "$1" == fresh || "$1" == dpop ]] && echo "$FRESH_REQUESTS" || echo "$REQUESTS"; }
 
 # measure NAME CASE PID PORT OUT: warm-up, zero, the measured requests, dump; prints the instructions per
 # request and keeps the profile as $OUT_DIR/callgrind-$STAMP-NAME.out.
@@ -166,6 +259,8 @@ for c in ${CASES//,/ }; do
         off) route='  - { name: bench, prefix: /, upstream: api, enforcement: off }' ;;
         fresh) route='  - { name: bench, prefix: /, upstream: api, enforcement: enforce, replay_protection: true }'
                GATEWAY_EXTRA_YAML=$'replay:\n  store: memory' ;;
+        dpop) route='  - { name: bench, prefix: /, upstream: api, enforcement: enforce, dpop: required, dpop_max_age: 1h }'
+              GATEWAY_EXTRA_YAML=$'replay:\n  store: memory' ;;
         h2tls) port="$GATEWAY_TLS_PORT"
                GATEWAY_SERVER_YAML="  tls:
     listen: [\"127.0.0.1:$GATEWAY_TLS_PORT\"]
@@ -176,6 +271,11 @@ for c in ${CASES//,/ }; do
     GATEWAY_APP_CHECK_YAML="$GATEWAY_APP_CHECK_YAML" GATEWAY_SERVER_YAML="$GATEWAY_SERVER_YAML" \
         GATEWAY_EXTRA_YAML="$GATEWAY_EXTRA_YAML" \
         write_gateway_config "$BENCH_TMP/gateway-$c.yaml" "$GATEWAY_PORT" "$ADMIN_PORT" "$BACKEND_PORT" 1 "$route"
+    if [[ "$c" == grpc ]]; then
+        sed -i "s|^  api: { url: \"http://127.0.0.1:$BACKEND_PORT\", max_idle_connections: 1024 }|  api: { url: \"http://127.0.0.1:$GRPC_PORT\", protocol: h2 }|" \
+            "$BENCH_TMP/gateway-$c.yaml"
+        grep -q "protocol: h2" "$BENCH_TMP/gateway-$c.yaml" || die "grpc: could not point the upstream at the h2c backend"
+    fi
     CG_OUT="$BENCH_TMP/callgrind-gw-$c.out"
     log "gateway, $c: starting under callgrind (slow start-up is normal)"
     GATEWAY_BIN="$BENCH_TMP/appcheck-gateway" GATEWAY_START_TIMEOUT=180 start_gateway "$BENCH_TMP/gateway-$c.yaml" "$ADMIN_PORT" \
@@ -184,6 +284,16 @@ for c in ${CASES//,/ }; do
     # (The off case configures no key set, so it is never "ready": healthz is enough there.)
     [[ "$c" == off ]] || wait_http "http://127.0.0.1:$ADMIN_PORT/readyz" 120 "$GATEWAY_PID" \
         || die "gateway, $c: never ready (see $BENCH_TMP/gateway.stderr.log)"
+    if [[ "$c" == dpop ]]; then
+        # As for fresh: the replay store refuses proofs made before its start + clock_skew.
+        sleep 11
+        BENCH_EXE="${BENCH_BIN:-$(dirname "$REAL_BIN")/appcheck-gateway-bench}"
+        [[ -x "$BENCH_EXE" ]] || die "dpop needs $BENCH_EXE (make release builds it)"
+        "$BENCH_EXE" dpop --key "$BENCH_TMP/key.pem" --project-number "$PROJECT_NUMBER" --app-id "$APP_ID" \
+            --htu "http://bench/" --count $((FRESH_WARMUP + FRESH_REQUESTS)) >"$BENCH_TMP/dpop.txt" \
+            || die "appcheck-gateway-bench dpop failed"
+        tail -n +2 "$BENCH_TMP/dpop.txt" >"$BENCH_TMP/dpop.proofs"
+    fi
     if [[ "$c" == fresh ]]; then
         # The memory store refuses limited-use tokens issued before its start + clock_skew (SPEC §5, state
         # loss; 10 s by default) and `iat` has whole seconds: mint them 11 s after the start.
@@ -201,9 +311,16 @@ for c in ${CASES//,/ }; do
         if [[ "$c" == h2tls ]]; then
             nport="$NGINX_TLS_PORT"; tls_args=("$NGINX_TLS_PORT" "$BENCH_TMP/tls/cert.pem" "$BENCH_TMP/tls/key.pem")
         fi
-        NGINX_MASTER_PROCESS=off NGINX_START_TIMEOUT=120 \
-            NGINX_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=$CG_OUT.%p --dump-instr=no --vgdb=yes" \
-            start_nginx_proxy "$NGINX_PORT" "$BACKEND_PORT" 1 "${tls_args[@]}"
+        if [[ "$c" == grpc ]]; then
+            nport="$NGINX_GRPC_PORT"
+            NGINX_MASTER_PROCESS=off NGINX_START_TIMEOUT=120 \
+                NGINX_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=$CG_OUT.%p --dump-instr=no --vgdb=yes" \
+                start_nginx_grpc
+        else
+            NGINX_MASTER_PROCESS=off NGINX_START_TIMEOUT=120 \
+                NGINX_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=$CG_OUT.%p --dump-instr=no --vgdb=yes" \
+                start_nginx_proxy "$NGINX_PORT" "$BACKEND_PORT" 1 "${tls_args[@]}"
+        fi
         NG[$c]="$(measure "nginx-$c" "$c" "$NGINX_PROXY_PID" "$nport" "$CG_OUT")"
         stop_pid "$NGINX_PROXY_PID"
     fi
@@ -238,6 +355,21 @@ if has_case fresh; then
             printf "\n" }'
     else
         echo; echo "fresh: neither EVP_DigestVerify nor EVP_PKEY_verify with rs256Digest found in the profile"
+    fi
+fi
+
+if has_case dpop; then
+    # Case F over case B: the proof's ECDSA P-256 verification (EVP_DigestVerify, inclusive: the SHA-256 of the
+    # signing input and the verification) counted apart; issue 36's bar is F <= B + one P-256 verify + 1.0 x A.
+    ecdsa="$(callgrind_annotate --inclusive=yes --threshold=100 "${PROFILE[dpop]}" 2>/dev/null \
+        | awk '/:EVP_DigestVerify / && !dv { gsub(",", "", $1); dv = $1 } END { if (dv) print dv }' || true)"
+    if [[ -n "$ecdsa" && -n "${GW[enforce]:-}" ]]; then
+        awk -v e="$ecdsa" -v n="$FRESH_REQUESTS" -v f="${GW[dpop]}" -v b="${GW[enforce]}" -v off="${GW[off]:-}" 'BEGIN {
+            printf "\ndpop: ECDSA P-256 verification %.0f Ir/request; F - B - verify = %.0f", e / n, f - b - e / n
+            if (off != "") printf " = %.2f x the off route (bar: 1.0)", (f - b - e / n) / off
+            printf "\n" }'
+    else
+        echo; echo "dpop: EVP_DigestVerify not found in the profile, or case enforce (B) not in this run"
     fi
 fi
 

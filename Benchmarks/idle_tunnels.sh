@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Memory per idle WebSocket tunnel (issue 35), run by hand: a Python `websockets` echo server as the upstream, a
-# gateway with one `websocket: true` route (enforcement off), and COUNT clients that each open a tunnel, echo one
-# 4 KiB message through it (so both directions' buffers were used once) and then stay idle. Prints the gateway's
-# VmRSS before and with the tunnels open, the difference per tunnel, gateway_connections{state="tunnel"} and the
-# io buffer bytes. Needs python3-websockets (Debian) and the built binary.
+# Memory per idle WebSocket tunnel (issue 35), run by hand: Benchmarks/wsbench.c's echo server as the upstream, a
+# gateway with one `websocket: true` route (enforcement off), and wsbench's `idle` client, which opens COUNT
+# tunnels, echoes one 4 KiB message through each (so both directions' buffers were used once) and then keeps them
+# idle. Prints the gateway's VmRSS before and with the tunnels open, the difference per tunnel, its open file
+# descriptors, gateway_connections{state="tunnel"} and the io buffer bytes. Needs cc, libssl-dev and the built
+# binary.
 #
 # usage: Benchmarks/idle_tunnels.sh [COUNT]      (default 1000; 10000 needs `ulimit -n` above 2 x COUNT + 100)
 # Environment: APPCHECK_GATEWAY_BIN (default .build/release/appcheck-gateway, else .build/debug/appcheck-gateway).
@@ -16,7 +17,6 @@ if [ -z "$bin" ]; then
   [ -x "$bin" ] || bin="$root/.build/debug/appcheck-gateway"
 fi
 [ -x "$bin" ] || { echo "idle_tunnels: $bin not found; run 'swift build' first" >&2; exit 1; }
-/usr/bin/python3 -c 'import websockets' 2>/dev/null || { echo "idle_tunnels: apt-get install python3-websockets" >&2; exit 1; }
 ulimit -n $((2 * count + 200)) 2>/dev/null || true
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/idle-tunnels.XXXXXX")"
@@ -29,34 +29,7 @@ trap cleanup EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up_port="$(free_port)"; gw_port="$(free_port)"; admin_port="$(free_port)"
 
-cat >"$work/upstream.py" <<'PY'
-import asyncio, sys, websockets
-async def echo(ws):
-    async for m in ws:
-        await ws.send(m)
-async def main():
-    async with websockets.serve(echo, "127.0.0.1", int(sys.argv[1]), ping_interval=None, backlog=4096):
-        await asyncio.Future()
-asyncio.run(main())
-PY
-cat >"$work/clients.py" <<'PY'
-import asyncio, os, sys, websockets
-async def one(url, ready):
-    ws = await websockets.connect(url, ping_interval=None, compression=None, open_timeout=60)
-    await ws.send(os.urandom(4096))
-    await ws.recv()
-    ready.append(ws)
-async def main():
-    url, n = sys.argv[1], int(sys.argv[2])
-    ready, sem = [], asyncio.Semaphore(200)
-    async def guarded():
-        async with sem:
-            await one(url, ready)
-    await asyncio.gather(*(guarded() for _ in range(n)))
-    print(len(ready), flush=True)
-    await asyncio.sleep(3600)
-asyncio.run(main())
-PY
+cc -O2 -o "$work/wsbench" "$root/Benchmarks/wsbench.c" -lcrypto || { echo "idle_tunnels: cannot build wsbench.c (libssl-dev)" >&2; exit 1; }
 cat >"$work/gateway.yaml" <<YAML
 server:
   listen: ["127.0.0.1:$gw_port"]
@@ -76,7 +49,7 @@ routes:
 YAML
 echo '{"keys":[]}' >"$work/none.json"
 
-/usr/bin/python3 "$work/upstream.py" "$up_port" &
+"$work/wsbench" server "$up_port" &
 pids+=($!)
 "$bin" serve --config "$work/gateway.yaml" >"$work/gateway.log" 2>&1 &
 gw=$!
@@ -85,9 +58,9 @@ for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$admin_port/healthz" >/dev/
 sleep 1
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$gw/status"; }
 before="$(rss)"
-/usr/bin/python3 "$work/clients.py" "ws://127.0.0.1:$gw_port/t" "$count" >"$work/clients.out" 2>"$work/clients.err" &
+"$work/wsbench" idle "$gw_port" "$count" 4096 >"$work/clients.out" 2>"$work/clients.err" &
 pids+=($!)
-for _ in $(seq 1 600); do [ -s "$work/clients.out" ] && break; sleep 0.5; done
+for _ in $(seq 1 600); do [ -s "$work/clients.out" ] && break; kill -0 "${pids[-1]}" 2>/dev/null || break; sleep 0.5; done
 [ -s "$work/clients.out" ] || { echo "idle_tunnels: clients did not finish: $(tail -3 "$work/clients.err")" >&2; exit 1; }
 sleep 2
 after="$(rss)"
@@ -96,5 +69,5 @@ tunnels="$(echo "$metrics" | awk '/^gateway_connections\{state="tunnel"\}/ {prin
 io="$(echo "$metrics" | awk '/^gateway_buffer_bytes\{kind="io"\}/ {print $2}')"
 echo "binary: $bin"
 echo "tunnels open: $(cat "$work/clients.out") (gateway_connections{state=\"tunnel\"} $tunnels), io buffers ${io} bytes"
-echo "gateway VmRSS: ${before} KiB before, ${after} KiB with the tunnels idle"
+echo "gateway VmRSS: ${before} KiB before, ${after} KiB with the tunnels idle; $(ls /proc/$gw/fd | wc -l) open descriptors"
 awk -v b="$before" -v a="$after" -v n="$count" 'BEGIN { printf "per idle tunnel: %.1f KiB (client connection + upstream connection + relay)\n", (a - b) / n }'

@@ -255,7 +255,7 @@ compare_case() {
             fi
             read -r a b c d <<<"$("parse_$CMP_TOOL" "$f")"
             rm -f "$f.log"   # h2load's per-request log: large, only needed for the percentiles
-            log "  round $r $proxy: $a req/s, p50 ${b} ms, p99 ${c} ms, errors $d"
+            log "  round $r $proxy: $a req/s, p50 ${b} ms, p99 ${c} ms, errors $d (load $(cut -d" " -f1-3 /proc/loadavg))"
             rps[$proxy]+="$a "; p50[$proxy]+="$b "; p99[$proxy]+="$c "
             errs[$proxy]=$(( ${errs[$proxy]:-0} + (d < 0 ? 0 : d) ))
             if ((d != 0)); then

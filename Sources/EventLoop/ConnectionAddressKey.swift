@@ -32,6 +32,11 @@ package struct ConnectionAddressKey: Hashable, Sendable, CustomStringConvertible
 
     package init(_ peer: SocketAddress) { self.init(ipBytes: peer.ipBytes) }
 
+    /// One word for the hasher, the family in the top byte (free in an IPv4 key; an IPv6 prefix may then share its
+    /// hash with another key, never its equality): one `combine` instead of the synthesized two. The key is hashed on
+    /// every proxied request (`UpstreamPool`'s per-address counts).
+    package func hash(into hasher: inout Hasher) { hasher.combine(bits ^ UInt64(family) &<< 56) }
+
     /// `192.0.2.7` or `2001:db8:0:1::/64` (for logs).
     package var description: String {
         switch family {

@@ -31,77 +31,22 @@
 public struct HTTPRequestHeadParser: Sendable {
     /// The limits this parser enforces.
     public let limits: HTTPParserLimits
-    private var scanner: HeadScanner
-    private var method = ""
-    private var target = ""
-    private var versionMinor = 1
-    private var failed: HTTPParseError?
+    private var core: HeadParserCore<RequestLine>
 
     /// Creates a parser with the given limits (docs/configuration.md defaults when omitted).
     public init(limits: HTTPParserLimits = .default) {
         self.limits = limits
-        self.scanner = HeadScanner(limits: limits, skipsLeadingEmptyLines: true, startLineTooLong: .uriTooLong)
+        self.core = HeadParserCore(limits: limits, skipsLeadingEmptyLines: true, startLineTooLong: .uriTooLong)
     }
 
     /// Forgets all progress: the next `parse` starts a new request at the buffer's first byte.
     public mutating func reset() {
-        scanner.reset()
-        method = ""
-        target = ""
-        versionMinor = 1
-        // Only when set: assigning nil over nil still destroyed the old optional through value witnesses.
-        if failed != nil { failed = nil }
+        core.reset()
     }
 
     /// Continues parsing the head at the start of `buffer` (see the type's documentation for the contract).
     public mutating func parse(_ buffer: UnsafeRawBufferPointer) -> HeadParseResult<HTTPRequestHead> {
-        if failed != nil { return .failure(failed!) }
-        while true {
-            switch scanner.scan(buffer) {
-            case .needMore:
-                return .needMore
-            case .failure(let error):
-                return fail(error)
-            case .startLine(let start, let end):
-                if let error = parseRequestLine(buffer, start, end) { return fail(error) }
-            case .complete(let headers, let consumed):
-                switch finish(headers) {
-                case .success(let head):
-                    reset()
-                    return .complete(head, consumed: consumed)
-                case .failure(let error):
-                    return fail(error)
-                }
-            }
-        }
-    }
-
-    private mutating func fail(_ error: HTTPParseError) -> HeadParseResult<HTTPRequestHead> {
-        failed = error
-        return .failure(error)
-    }
-
-    /// `request-line = method SP request-target SP HTTP-version` (RFC 9112 §3).
-    private mutating func parseRequestLine(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> HTTPParseError? {
-        let space: UInt8 = 0x20
-        var index = start
-        while index < end, HTTPSyntax.isTChar(buffer[index]) { index += 1 }
-        guard index > start, index < end, buffer[index] == space else { return .badRequest("invalid_method") }
-        let methodEnd = index
-        index += 1
-        let targetStart = index
-        while index < end, buffer[index] >= 0x21 && buffer[index] <= 0x7E { index += 1 }
-        guard index > targetStart else { return .badRequest("invalid_target") }
-        guard index < end, buffer[index] == space else { return .badRequest("invalid_target") }
-        let targetEnd = index
-        index += 1
-        switch HTTPVersion.parseMinor(buffer, index, end) {
-        case .failure(let error): return error
-        case .success(let minor): versionMinor = minor
-        }
-        method = Self.methodString(UnsafeRawBufferPointer(rebasing: buffer[start..<methodEnd]))
-        target = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[targetStart..<targetEnd]), as: UTF8.self)
-        return nil
+        core.parse(buffer)
     }
 
     /// The method as a `String`: the methods of RFC 9110 §9.3 other than CONNECT and TRACE are literals (no decoding,
@@ -126,24 +71,47 @@ public struct HTTPRequestHeadParser: Sendable {
         }
         return String(decoding: bytes, as: UTF8.self)
     }
+}
 
-    /// Applies the framing and connection rules to the complete field section (RFC 9112 §3.2, §6, §9.3).
-    private func finish(_ headers: HTTPHeaders) -> Result<HTTPRequestHead, HTTPParseError> {
-        var fields = HeadFields()
-        if let error = HeadFields.extract(from: headers, into: &fields) { return .failure(error) }
+/// A request line and the request head made from it (RFC 9112 §3).
+struct RequestLine: HeadStartLine {
+    private var method = ""
+    private var target = ""
+    private var versionMinor = 1
+
+    /// `request-line = method SP request-target SP HTTP-version` (RFC 9112 §3).
+    mutating func parse(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> HTTPParseError? {
+        let space: UInt8 = 0x20
+        var index = start
+        while index < end, HTTPSyntax.isTChar(buffer[index]) { index += 1 }
+        guard index > start, index < end, buffer[index] == space else { return .badRequest("invalid_method") }
+        let methodEnd = index
+        index += 1
+        let targetStart = index
+        while index < end, buffer[index] >= 0x21 && buffer[index] <= 0x7E { index += 1 }
+        guard index > targetStart else { return .badRequest("invalid_target") }
+        guard index < end, buffer[index] == space else { return .badRequest("invalid_target") }
+        let targetEnd = index
+        index += 1
+        switch HTTPVersion.parseMinor(buffer, index, end) {
+        case .failure(let error): return error
+        case .success(let minor): versionMinor = minor
+        }
+        method = HTTPRequestHeadParser.methodString(UnsafeRawBufferPointer(rebasing: buffer[start..<methodEnd]))
+        target = String(decoding: UnsafeRawBufferPointer(rebasing: buffer[targetStart..<targetEnd]), as: UTF8.self)
+        return nil
+    }
+
+    /// Applies the request's own rules to the complete field section: `Host` (RFC 9112 §3.2) and the body's framing
+    /// (RFC 9112 §6.3).
+    func head(headers: HTTPHeaders, fields: HeadFields) -> Result<HTTPRequestHead, HTTPParseError> {
         if fields.hostCount > 1 { return .failure(.badRequest("multiple_host")) }
         if versionMinor == 1 && fields.hostCount == 0 { return .failure(.badRequest("missing_host")) }
-
-        var framing = RequestBodyFraming.none
-        if fields.hasTransferEncoding {
-            if versionMinor == 0 { return .failure(.badRequest("transfer_encoding_http10")) }
-            if fields.contentLength != nil { return .failure(.badRequest("content_length_with_transfer_encoding")) }
-            switch fields.transferEncodingIsChunked() {
-            case .failure(let error): return .failure(error)
-            case .success: framing = .chunked
-            }
-        } else if let length = fields.contentLength {
-            framing = .contentLength(length)
+        let framing: RequestBodyFraming
+        switch fields.isChunked(versionMinor: versionMinor) {
+        case .failure(let error): return .failure(error)
+        case .success(true): framing = .chunked
+        case .success(false): framing = fields.contentLength.map { .contentLength($0) } ?? .none
         }
         return .success(HTTPRequestHead(
             method: method, target: target, versionMinor: versionMinor, headers: headers, framing: framing,

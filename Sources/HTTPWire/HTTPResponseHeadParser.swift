@@ -17,59 +17,34 @@
 public struct HTTPResponseHeadParser: Sendable {
     /// The limits this parser enforces.
     public let limits: HTTPParserLimits
-    private var scanner: HeadScanner
-    private var status = 0
-    private var reasonRange = 0..<0
-    private var versionMinor = 1
-    private var failed: HTTPParseError?
+    private var core: HeadParserCore<StatusLine>
 
     /// Creates a parser with the given limits (docs/configuration.md defaults when omitted).
     public init(limits: HTTPParserLimits = .default) {
         self.limits = limits
-        self.scanner = HeadScanner(limits: limits, skipsLeadingEmptyLines: false,
+        self.core = HeadParserCore(limits: limits, skipsLeadingEmptyLines: false,
                                    startLineTooLong: .headersTooLarge("status_line_too_long"))
     }
 
     /// Forgets all progress: the next `parse` starts a new response at the buffer's first byte.
     public mutating func reset() {
-        scanner.reset()
-        status = 0
-        reasonRange = 0..<0
-        versionMinor = 1
-        // Only when set: assigning nil over nil still destroyed the old optional through value witnesses.
-        if failed != nil { failed = nil }
+        core.reset()
     }
 
     /// Continues parsing the head at the start of `buffer` (see `HTTPRequestHeadParser` for the contract).
     public mutating func parse(_ buffer: UnsafeRawBufferPointer) -> HeadParseResult<HTTPResponseHead> {
-        if failed != nil { return .failure(failed!) }
-        while true {
-            switch scanner.scan(buffer) {
-            case .needMore:
-                return .needMore
-            case .failure(let error):
-                return fail(error)
-            case .startLine(let start, let end):
-                if let error = parseStatusLine(buffer, start, end) { return fail(error) }
-            case .complete(let headers, let consumed):
-                switch finish(headers) {
-                case .success(let head):
-                    reset()
-                    return .complete(head, consumed: consumed)
-                case .failure(let error):
-                    return fail(error)
-                }
-            }
-        }
+        core.parse(buffer)
     }
+}
 
-    private mutating func fail(_ error: HTTPParseError) -> HeadParseResult<HTTPResponseHead> {
-        failed = error
-        return .failure(error)
-    }
+/// A status line and the response head made from it (RFC 9112 §4).
+struct StatusLine: HeadStartLine {
+    private var status = 0
+    private var reasonRange = 0..<0
+    private var versionMinor = 1
 
     /// `status-line = HTTP-version SP status-code SP [ reason-phrase ]` (RFC 9112 §4).
-    private mutating func parseStatusLine(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> HTTPParseError? {
+    mutating func parse(_ buffer: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> HTTPParseError? {
         guard end - start >= 12 else { return .badRequest("invalid_status_line") }
         switch HTTPVersion.parseMinor(buffer, start, start + 8) {
         case .failure(let error): return error
@@ -97,17 +72,12 @@ public struct HTTPResponseHeadParser: Sendable {
         return nil
     }
 
-    private func finish(_ headers: HTTPHeaders) -> Result<HTTPResponseHead, HTTPParseError> {
-        var fields = HeadFields()
-        if let error = HeadFields.extract(from: headers, into: &fields) { return .failure(error) }
-        var chunked = false
-        if fields.hasTransferEncoding {
-            if versionMinor == 0 { return .failure(.badRequest("transfer_encoding_http10")) }
-            if fields.contentLength != nil { return .failure(.badRequest("content_length_with_transfer_encoding")) }
-            switch fields.transferEncodingIsChunked() {
-            case .failure(let error): return .failure(error)
-            case .success(let isChunked): chunked = isChunked
-            }
+    /// Applies the response's framing rules to the complete field section (RFC 9112 §6.3).
+    func head(headers: HTTPHeaders, fields: HeadFields) -> Result<HTTPResponseHead, HTTPParseError> {
+        let chunked: Bool
+        switch fields.isChunked(versionMinor: versionMinor) {
+        case .failure(let error): return .failure(error)
+        case .success(let isChunked): chunked = isChunked
         }
         return .success(HTTPResponseHead(
             status: status, reasonRange: reasonRange, versionMinor: versionMinor, headers: headers,

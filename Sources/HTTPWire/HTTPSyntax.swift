@@ -4,13 +4,18 @@ public enum HTTPSyntax {
     /// `tchar` of RFC 9110 §5.6.2: `!#$%&'*+-.^_`|~`, DIGIT and ALPHA.
     @inlinable
     public static func isTChar(_ byte: UInt8) -> Bool {
-        // One bit per byte value below 128 (two words: 0x00–0x3F, 0x40–0x7F); bytes from 0x80 are not tchar.
-        // Bits set: `!#$%&'*+-.` and DIGIT in the first word; ALPHA, `^_`|~` in the second.
-        let low: UInt64 = 0x03FF_6CFA_0000_0000, high: UInt64 = 0x57FF_FFFF_C7FF_FFFE
-        // Branch-free but for the range test: pick the word, shift by the low six bits.
-        let word = byte < 64 ? low : high
-        return byte < 128 && (word >> UInt64(byte & 63)) & 1 != 0
+        // One load from a constant table (`1` at the byte values that are tchar): about half the instructions of a
+        // bit test in two words with its range checks, and field names are scanned byte by byte.
+        tcharTable.utf8Start[Int(byte)] == UInt8(ascii: "1")
     }
+
+    /// One character per byte value 0x00–0xFF (64 a line): `1` where the byte is a tchar, `0` elsewhere.
+    @usableFromInline static let tcharTable: StaticString = """
+        0000000000000000000000000000000001011111001101101111111111000000\
+        0111111111111111111111111110001111111111111111111111111111101010\
+        0000000000000000000000000000000000000000000000000000000000000000\
+        0000000000000000000000000000000000000000000000000000000000000000
+        """
 
     /// `token = 1*tchar` (RFC 9110 §5.6.2). The empty string is not a token.
     public static func isToken(_ string: String) -> Bool {

@@ -170,10 +170,20 @@ struct HeadFields: Sendable {
         return failure
     }
 
+    /// Whether the body is chunked, by the rules requests and responses share: false without `Transfer-Encoding`;
+    /// with it, refused on HTTP/1.0 (RFC 9112 §6.1) and beside `Content-Length` (RFC 9112 §6.1 and §6.3 item 3 allow
+    /// either to win; refusing closes the smuggling ambiguity), then `transferEncodingIsChunked`'s rules.
+    func isChunked(versionMinor: Int) -> Result<Bool, HTTPParseError> {
+        guard hasTransferEncoding else { return .success(false) }
+        if versionMinor == 0 { return .failure(.badRequest("transfer_encoding_http10")) }
+        if contentLength != nil { return .failure(.badRequest("content_length_with_transfer_encoding")) }
+        return transferEncodingIsChunked()
+    }
+
     /// The verdict on `Transfer-Encoding` (RFC 9112 §6.1, §6.3 item 4): `true` when it is exactly
     /// `chunked` (possibly over several fields), `false` when absent. Failures: no coding at all,
     /// `chunked` twice, or not last → 400; any other coding → 501.
-    func transferEncodingIsChunked() -> Result<Bool, HTTPParseError> {
+    private func transferEncodingIsChunked() -> Result<Bool, HTTPParseError> {
         guard hasTransferEncoding else { return .success(false) }
         if transferCodingElements == 0 { return .failure(.badRequest("invalid_transfer_encoding")) }
         if chunkedCount > 1 { return .failure(.badRequest("chunked_repeated")) }

@@ -8,7 +8,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appcheck-gateway-bench",
         abstract: "Development benchmarks of appcheck-gateway (Benchmarks/).",
-        subcommands: [BenchIssuer.self]
+        subcommands: [BenchIssuer.self, BenchDPoP.self]
     )
 }
 

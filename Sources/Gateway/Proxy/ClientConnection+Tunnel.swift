@@ -32,6 +32,9 @@ extension ClientConnection {
 
     func tunnelWrite() -> IOResult { transport.write(fd, from: outBuf) }
 
+    /// Writes what `buffer` holds (the relay's scratch buffer) straight to the socket.
+    func tunnelWrite(from buffer: IOBuffer) -> IOResult { transport.write(fd, from: buffer) }
+
     /// Shuts the sending half (the upstream ended its stream); false over TLS, whose `close_notify` would end the
     /// session both ways: the tunnel closes instead.
     func tunnelShutdownWrite() -> Bool {

@@ -91,7 +91,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         switch machine.socketEvent(hangup: hangup, readable: readable) {
         case .ignore: return
         case .linger: lingerRead()
-        case .relay(let relay): relay.clientEvent()
+        case .relay(let relay): relay.clientEvent(events)
         case .clientGone: clientGone()
         case .handshake: if let tls { continueHandshake(tls) }
         case .serve(let read):

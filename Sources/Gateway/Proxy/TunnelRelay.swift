@@ -16,6 +16,8 @@ final class TunnelRelay: Equatable {
     let upstream: UpstreamConnection
     let exchange: Exchange
     private let loop: EventLoop
+    /// The loop's shared buffers: a direction with nothing waiting reads into their scratch buffer (see `pump`).
+    private let buffers: LoopBuffers
     private(set) var state: TunnelState
     /// The idle bound (`stream_idle_timeout`); lazy like the connections' timers: armed at the deadline known then,
     /// and a firing that finds bytes moved since re-arms itself at the new deadline.
@@ -23,6 +25,10 @@ final class TunnelRelay: Equatable {
     private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// Largest single read (the receiving buffer's room bounds it further).
     static let readSize = 64 * 1024
+    /// A side's socket reported the peer's FIN (or an error): its end of stream gets no edge of its own, so that side
+    /// is read until `EAGAIN` or EOF from then on.
+    private var clientHungUp = false
+    private var upstreamHungUp = false
 
     static func == (a: TunnelRelay, b: TunnelRelay) -> Bool { a === b }
 
@@ -32,6 +38,7 @@ final class TunnelRelay: Equatable {
         self.upstream = upstream
         self.exchange = exchange
         self.loop = loop
+        buffers = client.context.buffers
         state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
     }
 
@@ -57,17 +64,30 @@ final class TunnelRelay: Equatable {
     // MARK: events (from the connections' `handleEvent`)
 
     /// Any readiness of the client's socket: TLS may need either direction for either, so both are tried.
-    func clientEvent() {
+    func clientEvent(_ events: UInt32) {
+        if events & Self.hangupEvents != 0 { clientHungUp = true }
         pump(from: .client)
         flush(towards: .client)
     }
 
-    func upstreamEvent() {
+    func upstreamEvent(_ events: UInt32) {
+        if events & Self.hangupEvents != 0 { upstreamHungUp = true }
         pump(from: .upstream)
         flush(towards: .upstream)
     }
 
+    private static let hangupEvents = EventLoop.readHangup | EventLoop.hangup | EventLoop.error
+
     // MARK: moving bytes
+
+    /// A read of fewer bytes than asked for emptied a plain socket: with edge-triggered readiness the next bytes bring
+    /// an event of their own, so reading again would only return `EAGAIN` (one system call per message relayed, a
+    /// third more than nginx's). Not over TLS (a record may hold more than was asked for) nor once the peer's FIN was
+    /// reported (its EOF comes with no further event).
+    private func drainedBy(_ n: Int, asked: Int, from side: TunnelState.Side) -> Bool {
+        guard n < asked else { return false }
+        return side == .client ? !clientHungUp && !client.transport.isTLS : !upstreamHungUp && !upstream.isTLS
+    }
 
     private func outBuf(_ side: TunnelState.Side) -> IOBuffer {
         side == .client ? client.outBuf : upstream.outBuf
@@ -79,13 +99,41 @@ final class TunnelRelay: Equatable {
         while !state.isDone {
             let room = state.room(from: side, buffered: out.readableCount)
             if room == 0 { return }
-            let result = side == .client
-                ? client.tunnelRead(into: out, max: min(room, Self.readSize))
-                : upstream.tunnelRead(into: out, max: min(room, Self.readSize))
+            let asked = min(room, Self.readSize)
+            let result: IOResult
+            var moved = false
+            if out.isEmpty, let scratch = buffers.lendScratch() {
+                // Nothing waits for the other side: read into the loop's scratch buffer and write from it at once,
+                // keeping in the send buffer only what the other side did not take. A message relayed whole then
+                // allocates nothing (reading into the send buffer reserved 64 KiB and gave it back again, a malloc and
+                // a free per message and direction: ~1,300 of the ~3,200 instructions per echoed message). The scratch
+                // buffer is back before anything else runs (a flush may pump the other direction).
+                result = side == .client ? client.tunnelRead(into: scratch, max: asked)
+                                         : upstream.tunnelRead(into: scratch, max: asked)
+                var failed = false
+                if case .processed(let n) = result {
+                    state.moved(from: side, n, now: loop.now)
+                    moved = true
+                    let before = scratch.readableCount
+                    switch side == .client ? upstream.tunnelWrite(from: scratch) : client.tunnelWrite(from: scratch) {
+                    case .processed, .wouldBlock:
+                        if scratch.readableCount < before { state.wrote(now: loop.now) }
+                        if !scratch.isEmpty { out.append(scratch.readable) }
+                    case .eof, .error:
+                        failed = true
+                    }
+                }
+                buffers.returnScratch()
+                if failed { finish(side == .client ? .upstreamError : .clientError); return }
+            } else {
+                result = side == .client ? client.tunnelRead(into: out, max: asked)
+                                         : upstream.tunnelRead(into: out, max: asked)
+            }
             switch result {
             case .processed(let n):
-                state.moved(from: side, n, now: loop.now)
+                if !moved { state.moved(from: side, n, now: loop.now) }
                 flush(towards: side.other)
+                if drainedBy(n, asked: asked, from: side) { return }
             case .wouldBlock:
                 // A quiet tunnel holds no buffer (the read reserved one).
                 if out.isEmpty { out.release() }

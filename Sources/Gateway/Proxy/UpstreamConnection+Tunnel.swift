@@ -19,9 +19,15 @@ extension UpstreamConnection {
         return Socket.read(fd, into: buffer, max: max)
     }
 
-    func tunnelWrite() -> IOResult {
-        if let tls { return tls.write(from: outBuf) }
-        return Socket.write(fd, from: outBuf)
+    /// The connection to the upstream is TLS.
+    var isTLS: Bool { tls != nil }
+
+    func tunnelWrite() -> IOResult { tunnelWrite(from: outBuf) }
+
+    /// Writes what `buffer` holds (the relay's scratch buffer, or the send buffer) to the upstream.
+    func tunnelWrite(from buffer: IOBuffer) -> IOResult {
+        if let tls { return tls.write(from: buffer) }
+        return Socket.write(fd, from: buffer)
     }
 
     /// Shuts the sending half (the client ended its stream); false over TLS (see `ClientConnection.tunnelShutdownWrite`).

@@ -158,7 +158,7 @@ final class UpstreamConnection: EventHandler {
     func handleEvent(_ events: UInt32) {
         switch machine.state {
         case .closed: return
-        case .tunnel(let relay): relay.upstreamEvent(); return
+        case .tunnel(let relay): relay.upstreamEvent(events); return
         case .connecting, .active, .idle: break
         }
         if case .connecting(let stage) = machine.state {

@@ -15,7 +15,7 @@ final class UpstreamPool {
     private var state: UpstreamPoolState<UpstreamConnection>
     /// Requests in progress at this upstream per client address, on this loop (`max_upstream_requests_per_address`).
     /// Addresses at 0 are removed, so it holds at most one entry per request in progress.
-    private var perAddress: [ConnectionAddressKey: Int] = [:]
+    private var perAddress = AddressCounts()
     /// The last address whose requests here went from several at a time down to one, and until when (monotonic ns,
     /// 1 s later) it still counts as `heavy` with a single request: an address that churns connections of many
     /// streams each (issue 39) has all of them cancelled at once, and the first stream of its next connection would
@@ -43,53 +43,49 @@ final class UpstreamPool {
 
     var idleCount: Int { state.idle.count }
 
-    /// Counts one more request of `key` at this upstream; false, counting nothing, when the address already holds
-    /// `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false.
-    func admit(_ key: ConnectionAddressKey, limit: Int, exempt: () -> Bool) -> Bool {
-        let held = perAddress[key, default: 0]
-        if limit > 0 && held >= limit && !exempt() { return false }
-        perAddress[key] = held + 1
-        return true
+    /// Counts one more request of `key` at this upstream and returns how many it now holds; nil, counting nothing,
+    /// when the address already holds `limit` (0 = no bound) and `exempt()` (a trusted proxy) is false.
+    func admit(_ key: ConnectionAddressKey, limit: Int, exempt: () -> Bool) -> Int? {
+        perAddress.increment(key, limit: limit, exempt: exempt)
     }
 
     /// A request `admit` counted is over.
     func leave(_ key: ConnectionAddressKey) {
-        guard let held = perAddress[key] else { return }
-        if held > 1 {
-            perAddress[key] = held - 1
-            if held == 2 {
-                recentlyHeavy = key
-                recentlyHeavyUntil = context.loop.now &+ 1_000_000_000
-            }
-        } else {
-            perAddress.removeValue(forKey: key)
-            if perAddress.isEmpty && perAddress.capacity > 1024 { perAddress = [:] }
+        if perAddress.decrement(key) == 2 {
+            recentlyHeavy = key
+            recentlyHeavyUntil = context.loop.now &+ 1_000_000_000
         }
     }
 
     /// Requests of `key` in progress at this upstream on this loop.
-    func held(_ key: ConnectionAddressKey) -> Int { perAddress[key, default: 0] }
+    func held(_ key: ConnectionAddressKey) -> Int { perAddress.count(key) }
 
     /// Admission of one request under `max_upstream_requests_per_address` (`limit`, 0 = off): counts it under its
     /// client's address once (`slot` keeps the key until the exchange leaves); nil when that address already holds
     /// `limit` (a trusted proxy is exempt), else whether the request is heavy (see `isHeavy`; never for a trusted proxy).
     func admitRequest(_ slot: inout ConnectionAddressKey?, of responder: ExchangeResponder?, limit: Int) -> Bool? {
         guard limit > 0 else { return false }
+        let held: Int
         if slot == nil, let responder {
             let key = responder.peerKey
-            guard admit(key, limit: limit, exempt: { responder.peerTrusted }) else { return nil }
+            guard let count = admit(key, limit: limit, exempt: { responder.peerTrusted }) else { return nil }
             slot = key
+            held = count
+        } else if let key = slot {
+            held = perAddress.count(key)
+        } else {
+            return false
         }
         // Another request of the same address already in progress here (this one is counted too), or just before
         // (the streams of its previous connection, all cancelled at once).
-        guard let key = slot else { return false }
-        return isHeavy(key) && !(responder?.peerTrusted ?? false)
+        return isHeavy(slot!, held: held) && !(responder?.peerTrusted ?? false)
     }
 
-    /// True when `key` (counted by `admit`) has another request in progress here, or had several at a time until
-    /// less than a second ago (see `recentlyHeavy`): it may connect only from the first half of the connect budget.
-    func isHeavy(_ key: ConnectionAddressKey) -> Bool {
-        perAddress[key, default: 0] > 1 || (key == recentlyHeavy && context.loop.now < recentlyHeavyUntil)
+    /// True when `key` (counted by `admit`, `held` requests here now) has another request in progress here, or had
+    /// several at a time until less than a second ago (see `recentlyHeavy`): it may connect only from the first half
+    /// of the connect budget.
+    private func isHeavy(_ key: ConnectionAddressKey, held: Int) -> Bool {
+        held > 1 || (key == recentlyHeavy && context.loop.now < recentlyHeavyUntil)
     }
 
     /// A connection for one exchange: an idle one if any, else a new non-blocking connect. `heavy`: see
