@@ -93,13 +93,15 @@ final class H2StreamExchange: ExchangeResponder {
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
         // A gRPC server's Trailers-Only answer (a head that ends the stream, `grpc-status` in it) stays one HEADERS
         // frame with END_STREAM: followed by an empty DATA frame, gRPC clients take its fields for initial metadata
-        // and find no status.
-        let trailersOnly = ex.grpc != nil && framing == .contentLength(0)
+        // and find no status. A head without `grpc-status` (an explicit `content-length: 0`, trailers to follow) is
+        // not one.
+        let grpcStatus = ex.grpc != nil && framing == .contentLength(0) ? GRPCCall.status(in: head.headers) : nil
+        let trailersOnly = grpcStatus != nil
         if case .contentLength(let n) = framing, !trailersOnly { list.add("content-length", decimal: n) }
         // Unique per response: never indexed (no HPACK table entry per response; see `addNeverIndexed`).
         ex.id.withBytes { list.addNeverIndexed("x-request-id", $0) }
         var endStream = trailersOnly
-        if trailersOnly { ex.grpc?.status = GRPCCall.status(in: head.headers) }
+        if trailersOnly { ex.grpc?.status = grpcStatus }
         if case .none = framing { endStream = true }
         connection.sendHead(streamID, status: head.status, list: list, endStream: endStream)
         connection.recycle(&list)

@@ -56,8 +56,13 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
             maxHeaderListBytes: limits.maxHeadBytes, maxHeaders: limits.maxHeaders), delegate: self,
             assumedMaxConcurrent: assumedMaxConcurrent)
         timer = LoopTimer { [unowned self] in self.timerFired() }
+    }
+
+    /// Arms the connect deadline and, on a plain socket already connected, sends the preface: called once the
+    /// socket is registered with the loop (a registration that fails leaves no timer behind).
+    func start() {
         arm(after: pool.settings.connectTimeout)
-        if connected && tls == nil { transportReady() }
+        if tcpConnected && tls == nil { transportReady() }
     }
 
     var acceptsStream: Bool { machine.acceptsStream && session.terminationReason == nil }
@@ -167,9 +172,9 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
                 inSession = false
                 inBuf.clear()
                 if pendingClose {
-                    pendingClose = false
+                    // flush writes the last frames (RST_STREAM, GOAWAY) and then closes.
                     flush()
-                    closeSocket()
+                    finishPendingClose()
                     return
                 }
                 if case .closeConnection = status {
@@ -203,19 +208,27 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
             case .processed:
                 continue
             case .wouldBlock:
+                // A closing connection does not wait for a peer that stops reading: its last frames are best effort.
+                finishPendingClose()
                 return
             case .eof, .error:
-                lost()
+                if pendingClose { finishPendingClose() } else { lost() }
                 return
             }
         }
         outBuf.shrinkIfIdle(to: 16 * 1024)
         if pendingClose {
-            pendingClose = false
-            closeSocket()
+            finishPendingClose()
             return
         }
         if session.isFinished { lost() }
+    }
+
+    /// A close asked for while nghttp2 was running (`pendingClose`): the socket closes now, whatever is unsent.
+    private func finishPendingClose() {
+        guard pendingClose else { return }
+        pendingClose = false
+        closeSocket()
     }
 
     /// The byte stream ended or broke: every stream left fails.

@@ -39,6 +39,7 @@ final class H2UpstreamPool {
             return .failure(.connectRefused)
         }
         connections.append(conn)
+        conn.start()
         return .success(conn)
     }
 

@@ -40,6 +40,9 @@ final class TunnelRelay: Equatable {
         self.loop = loop
         buffers = client.context.buffers
         state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
+        // A FIN reported before the tunnel opened (in the same burst as the 101, say) brings no event again.
+        clientHungUp = client.peerHungUp
+        upstreamHungUp = upstream.machine.peer == .ended
     }
 
     /// Starts relaying: bytes each side sent after its head (already read) go to the other, then both are read.
