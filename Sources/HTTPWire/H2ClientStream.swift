@@ -1,5 +1,5 @@
 /// Per-stream state of an `H2ClientSession`: the request body being sent, the response being received.
-final class H2ClientStream {
+final class H2ClientStream: H2OutgoingBody {
     let id: Int32
 
     // Request side.

@@ -153,13 +153,7 @@ public final class H2ServerSession {
         if let closeReason { return .closeConnection(reason: closeReason) }
         let rv = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
         if rv < 0 {
-            let code: H2ErrorCode
-            switch Int32(rv) {
-            case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS.rawValue, NGHTTP2_ERR_FLOODED.rawValue: code = .enhanceYourCalm
-            case NGHTTP2_ERR_NOMEM.rawValue, NGHTTP2_ERR_CALLBACK_FAILURE.rawValue: code = .internalError
-            default: code = .protocolError
-            }
-            terminate(code, reason: H2ServerSession.reason(forLibraryError: Int32(rv)))
+            terminate(H2ErrorCode.forReceiveError(rv), reason: H2ServerSession.reason(forLibraryError: Int32(rv)))
         }
         if let closeReason { return .closeConnection(reason: closeReason) }
         return .ok

@@ -1,5 +1,5 @@
 /// Per-stream state of an `H2ServerSession` (request being assembled, response being sent).
-final class H2Stream {
+final class H2Stream: H2OutgoingBody {
     let id: Int32
 
     // Request head being assembled from the header callbacks. The pseudo-fields' values are ranges in the session's

@@ -20,7 +20,9 @@ import TestSupport
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try H2Peers.upstream.write(toFile: directory + "/server.py", atomically: true, encoding: .utf8)
             try H2Peers.client.write(toFile: directory + "/client.py", atomically: true, encoding: .utf8)
-            FileManager.default.createFile(atPath: directory + "/events.log", contents: nil)
+            guard FileManager.default.createFile(atPath: directory + "/events.log", contents: nil) else {
+                throw POSIXError(.EIO)
+            }
             let json = String(decoding: try JSONSerialization.data(withJSONObject: options), as: UTF8.self)
             process.executableURL = URL(fileURLWithPath: H2UpstreamTests.python)
             process.arguments = [directory + "/server.py", directory + "/port", directory + "/events.log", json]
