@@ -199,6 +199,40 @@ import TestSupport
         #expect(resets(stallEvents) == 2, "the upstream stream was reset: \(stallEvents)")
     }
 
+    /// A bidirectional call whose client pauses longer than `body_timeout` between messages, on a route with
+    /// `stream_idle_timeout`: once the response head has arrived the idle bound replaces the request-body gap (SPEC
+    /// §6.1), so the call completes; on a route without it, the same pauses end the call.
+    @Test func streamIdleTimeoutReplacesTheBodyGapOfAStreamingCall() throws {
+        let issuer = try LocalIssuer()
+        defer { issuer.stop() }
+        let scripts = try GRPCPeers.Scripts()
+        let grpc = try GRPCPeers.Upstream(scripts)
+        defer { grpc.stop() }
+        let h = try GatewayHarness {
+            GatewayHarness.config(upstream: $0, routes: """
+              - { name: chat, prefix: /chat.v1.ChatService/, upstream: grpc, enforcement: off, stream_idle_timeout: 20s }
+              - { name: open, prefix: /test.Open/, upstream: grpc, enforcement: off }
+            """, limits: ["body_timeout": "1s"], appCheck: """
+              project_id: "\(AppCheckEndToEndTests.projectId)"
+              jwks:
+                url: \(issuer.jwksURL)
+            """, upstreamExtra: """
+              grpc:
+                url: \(grpc.url)
+                protocol: h2
+                response_timeout: 20s
+            """)
+        }
+        defer { h.stop() }
+        try h.waitUntilReady()
+        let streamed = try scripts.call(h.port, "/chat.v1.ChatService/Chat", kind: "pingpong", requests: [[1], [2], [3]],
+                                        pause: 1.6)
+        #expect(streamed.code == "OK", "\(streamed.code) \(streamed.details) \(h.logLines().suffix(3))")
+        #expect(streamed.responses == [[1], [2], [3]])
+        let cut = try scripts.call(h.port, "/test.Open/Chat", kind: "pingpong", requests: [[1], [2], [3]], pause: 1.6)
+        #expect(cut.code != "OK", "without stream_idle_timeout body_timeout still bounds the gap: \(cut.code)")
+    }
+
     /// A key-bound token on a `dpop: required` route: accepted with a proof for the very call in the `dpop` metadata
     /// (`htm` POST, `htu` from `:authority` and the method path), refused without one and when the proof is replayed;
     /// the proof is not forwarded.

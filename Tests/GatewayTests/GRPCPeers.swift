@@ -12,7 +12,7 @@ enum GRPCPeers {
     /// `client_stream`, `bidi`, `pingpong`), `requests` (hex), `metadata` ([[name, value]]), `timeout` (seconds).
     /// Prints one JSON line: `code`, `details`, `responses` (hex), `initial` and `trailing` metadata.
     static let clientScript = #"""
-    import grpc, json, queue, sys
+    import grpc, json, queue, sys, time
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     channel = grpc.insecure_channel(spec["target"], options=[("grpc.enable_http_proxy", 0)])
@@ -20,6 +20,7 @@ enum GRPCPeers {
     metadata = [tuple(m) for m in spec.get("metadata", [])]
     requests = [bytes.fromhex(h) for h in spec.get("requests", [""])]
     timeout = spec.get("timeout")
+    pause = spec.get("pause", 0)
     out = {}
 
     def md(items):
@@ -46,7 +47,10 @@ enum GRPCPeers {
             def source():
                 sent = 0
                 while sent < len(requests):
-                    yield pending.get(timeout=20)
+                    message = pending.get(timeout=20)
+                    if sent > 0 and pause:
+                        time.sleep(pause)
+                    yield message
                     sent += 1
             call = channel.stream_stream(method)(source(), metadata=metadata, timeout=timeout)
             responses = []
@@ -231,13 +235,14 @@ enum GRPCPeers {
 
         /// Runs one call through the grpcio client against `127.0.0.1:port`.
         func call(_ port: UInt16, _ method: String, kind: String = "unary", requests: [[UInt8]] = [[]],
-                  metadata: [(String, String)] = [], timeout: Double? = nil) throws -> Result {
+                  metadata: [(String, String)] = [], timeout: Double? = nil, pause: Double? = nil) throws -> Result {
             var spec: [String: Any] = [
                 "target": "127.0.0.1:\(port)", "method": method, "kind": kind,
                 "requests": requests.map { $0.map { String(format: "%02x", $0) }.joined() },
                 "metadata": metadata.map { [$0.0, $0.1] },
             ]
             if let timeout { spec["timeout"] = timeout }
+            if let pause { spec["pause"] = pause }  // pingpong: seconds between an answer and the next message
             // In a file: a large message does not fit in an argument list.
             let specPath = directory + "/call-\(UUID().uuidString).json"
             try JSONSerialization.data(withJSONObject: spec).write(to: URL(fileURLWithPath: specPath))

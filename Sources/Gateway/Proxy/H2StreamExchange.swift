@@ -88,6 +88,12 @@ final class H2StreamExchange: ExchangeResponder {
     // MARK: response (ExchangeResponder)
 
     func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
+        // A route with `stream_idle_timeout`: the upstream stream's idle bound (bytes either way) replaces
+        // `body_timeout` now (SPEC §6.1), as on HTTP/1.1: a gRPC client may pause between its messages.
+        if let up = ex.upstream, up.streamIdleTimeout != 0 {
+            deadlines.streamStarted()
+            if let t = bodyTimer { context.loop.cancel(t) }
+        }
         // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
         var list = connection.takeHeaderList(capacity: head.headers.bytes.count + 64)
         ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
@@ -178,6 +184,7 @@ final class H2StreamExchange: ExchangeResponder {
     private func bodyProgressed() {
         deadlines.bodyProgressed(now: context.loop.now)
         let at = deadlines.deadline
+        guard at != 0 else { return }  // a stream past its head: no body gap
         let timer: LoopTimer
         if let t = bodyTimer { timer = t } else {
             timer = LoopTimer { [weak self] in self?.bodyTimerFired() }
