@@ -41,6 +41,8 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     private var inSession = false
     private var pendingFlush = false
     private var pendingClose = false
+    /// Queued on the loop's `H2FlushScheduler` for the end of the batch (`scheduleFlush`).
+    private var flushScheduled = false
 
     var context: LoopEnvironment { pool.context }
 
@@ -84,7 +86,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
             endStream: endStream) else { return false }
         stream.id = id
         streams[id] = stream
-        flush()
+        scheduleFlush()
         return true
     }
 
@@ -151,7 +153,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
             if machine.isClosed { return }
         }
         readAll()
-        if !machine.isClosed { flush() }
+        if !machine.isClosed { scheduleFlush() }
     }
 
     /// TCP (and TLS) is up: the session's preface and queued HEADERS may go.
@@ -190,6 +192,20 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
                 return
             }
         }
+    }
+
+    /// Writes what the session has at the end of the loop's batch of events (`H2FlushScheduler`): what every stream
+    /// queued meanwhile (HEADERS, DATA, trailers, RST_STREAM, WINDOW_UPDATE) leaves in one write, not one per call.
+    func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.h2Flush.schedule(upstream: self)
+    }
+
+    /// Called by the loop's environment at the end of the batch.
+    func scheduledFlushDue() {
+        flushScheduled = false
+        flush()
     }
 
     /// Writes what the session has, in slices, until the socket pushes back.

@@ -97,7 +97,7 @@ final class H2UpstreamStream: UpstreamChannel {
         connection.session.sendData(streamID: id, bytes, endStream: false)
         bodyGiven = true
         moved()
-        connection.flush()
+        connection.scheduleFlush()
     }
 
     func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
@@ -112,7 +112,7 @@ final class H2UpstreamStream: UpstreamChannel {
             connection.session.sendData(streamID: id, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
         }
         moved()
-        connection.flush()
+        connection.scheduleFlush()
     }
 
     func abandon() {
@@ -120,7 +120,7 @@ final class H2UpstreamStream: UpstreamChannel {
         owner = nil
         finish(completed: false)
         if id > 0 { connection.session.resetStream(streamID: id, code: .cancel) }
-        connection.flush()
+        connection.scheduleFlush()
     }
 
     func clientDrained() {
@@ -129,7 +129,7 @@ final class H2UpstreamStream: UpstreamChannel {
         if unconsumed > 0, id > 0 {
             connection.session.consume(streamID: id, bytes: unconsumed)
             unconsumed = 0
-            connection.flush()
+            connection.scheduleFlush()
         }
     }
 
@@ -283,6 +283,6 @@ final class H2UpstreamStream: UpstreamChannel {
         let now = context.loop.now
         if now < deadline { context.loop.schedule(timer, at: deadline); return }
         fail(deadlineKind)
-        connection.flush()
+        connection.scheduleFlush()
     }
 }
