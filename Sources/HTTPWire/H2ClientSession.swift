@@ -197,10 +197,26 @@ public final class H2ClientSession {
         guard let session, closeReason == nil, !goAwayReceived,
               nghttp2_session_get_next_stream_id(session) < UInt32(Int32.max - 2) else { return nil }
         let pseudo = [(":method", method), (":scheme", scheme), (":authority", authority), (":path", path)]
-        let id: Int32 = headers.withNV(pseudo: pseudo) { nva in
-            if endStream {
-                return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil)
-            }
+        return headers.withNV(pseudo: pseudo) { submit(session, $0, endStream: endStream) }
+    }
+
+    /// Opens a stream with a request head the gateway wrote as HTTP/1.1 (`H2ClientRequestHead`: `:method`, `:path` and
+    /// `:authority` from it, `defaultAuthority` when it has no `Host`), ending the stream at once when it has no body
+    /// (`head.endStream`); otherwise the body follows through `sendData`/`sendTrailers`. Returns the stream id, or nil
+    /// when no stream can be opened (session over, GOAWAY received, ids exhausted).
+    public func submitRequest(_ head: H2ClientRequestHead, scheme: String, defaultAuthority: @autoclosure () -> String) -> Int32? {
+        guard let session, closeReason == nil, !goAwayReceived,
+              nghttp2_session_get_next_stream_id(session) < UInt32(Int32.max - 2) else { return nil }
+        return head.withNV(scheme: scheme, defaultAuthority: defaultAuthority) {
+            submit(session, $0, endStream: head.endStream)
+        }
+    }
+
+    private func submit(_ session: OpaquePointer, _ nva: UnsafeBufferPointer<nghttp2_nv>, endStream: Bool) -> Int32? {
+        let id: Int32
+        if endStream {
+            id = nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, nil, nil)
+        } else {
             var provider = nghttp2_data_provider()
             provider.source.ptr = nil
             provider.read_callback = { _, streamID, buffer, length, flags, _, user in
@@ -209,7 +225,7 @@ public final class H2ClientSession {
                     $0.readData(streamID, buffer, length, flags)
                 }
             }
-            return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
+            id = nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
         }
         guard id > 0 else { return nil }
         let stream = H2ClientStream(id: id)

@@ -79,11 +79,10 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     func adopt() { perform(machine.handle(.streamOpened)) }
 
     /// Submits a stream's request head; false when the session takes no new stream (the stream then fails).
-    func submit(_ stream: H2UpstreamStream, method: String, authority: String, path: String, headers: H2HeaderList,
-                endStream: Bool) -> Bool {
+    func submit(_ stream: H2UpstreamStream, _ head: H2ClientRequestHead) -> Bool {
+        let settings = pool.settings
         guard !machine.isClosed, let id = session.submitRequest(
-            method: method, scheme: pool.settings.scheme, authority: authority, path: path, headers: headers,
-            endStream: endStream) else { return false }
+            head, scheme: settings.scheme, defaultAuthority: settings.authority) else { return false }
         stream.id = id
         streams[id] = stream
         scheduleFlush()

@@ -26,7 +26,7 @@ final class H2UpstreamStream: UpstreamChannel {
     /// The submitted head, kept until the response head arrives: a stream the server refused (REFUSED_STREAM, or past
     /// its GOAWAY's last stream id) was not processed and is sent again on another connection (RFC 9113 §8.7), at most
     /// `maxMoves` times, while no body byte was given to the session.
-    private var submitted: (method: String, authority: String, path: String, headers: H2HeaderList, endStream: Bool)?
+    private var submitted: H2ClientRequestHead?
     private var moves = 0
     private var bodyGiven = false
     static let maxMoves = 3
@@ -56,36 +56,14 @@ final class H2UpstreamStream: UpstreamChannel {
 
     func sendHead(_ bytes: UnsafeRawBufferPointer) {
         guard !over else { return }
-        var parser = HTTPRequestHeadParser(limits: context.runtime.upstreamParserLimits)
-        guard case .complete(let head, _) = parser.parse(bytes) else {
+        // The writer's own head, translated where it lies (no parse of it again, one copy: `H2ClientRequestHead`).
+        guard let head = H2ClientRequestHead(bytes, limits: context.runtime.upstreamParserLimits) else {
             fail(.badResponse)
             return
         }
-        var list = H2HeaderList(capacity: head.headers.bytes.count)
-        var authority: String?
-        head.headers.forEachField { _, name, value in
-            if name.count == 4, HTTPSyntax.equalsLowercased(name, "host") {
-                if authority == nil { authority = String(decoding: value, as: UTF8.self) }
-            } else if name.count == 2, HTTPSyntax.equalsLowercased(name, "te") {
-                if TrailerFilter.listsTrailers(value) { list.addTETrailers() }
-            } else if name.count == 10, HTTPSyntax.equalsLowercased(name, "connection") {
-                // Nothing the writer left in it applies to HTTP/2 (and `H2HeaderList` would drop the fields it names).
-            } else {
-                list.add(name, value)
-            }
-        }
-        let settings = connection.pool.settings
-        let defaultPort = settings.scheme == "https" ? 443 : 80
-        let endStream: Bool
-        switch head.framing {
-        case .none, .contentLength(0): endStream = true
-        case .contentLength, .chunked: endStream = false
-        }
-        requestEnded = endStream
-        let host = authority ?? (settings.port == defaultPort ? settings.host : "\(settings.host):\(settings.port)")
-        submitted = (head.method, host, head.target, list, endStream)
-        guard connection.submit(self, method: head.method, authority: host, path: head.target, headers: list,
-                                endStream: endStream) else {
+        requestEnded = head.endStream
+        submitted = head
+        guard connection.submit(self, head) else {
             fail(.reset)
             return
         }
@@ -216,8 +194,7 @@ final class H2UpstreamStream: UpstreamChannel {
         connection = next
         reused = next.completedStreams > 0
         next.adopt()
-        guard next.submit(self, method: head.method, authority: head.authority, path: head.path,
-                          headers: head.headers, endStream: head.endStream) else {
+        guard next.submit(self, head) else {
             fail(.staleConnection)
             return true
         }
