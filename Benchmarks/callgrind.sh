@@ -117,68 +117,9 @@ if has_case h2tls; then
 fi
 
 if has_case grpc; then
-    # The gRPC upstream: nginx over h2c (and HTTP/1.1 on a second port, for the readiness check) answering every call
-    # with one gRPC message (field 1 = 1) and the trailer `grpc-status: 0`: a POST to a static file is a 405, turned
-    # into the file's 200. The request body is the same 7-byte message.
     read -r GRPC_PORT GRPC_CHECK_PORT NGINX_GRPC_PORT NGINX_GRPC_CHECK_PORT <<<"$(free_ports 4)"
-    mkdir -p "$BENCH_TMP/grpc-www"
-    printf '\x00\x00\x00\x00\x02\x08\x01' >"$BENCH_TMP/grpc-www/reply.bin"
-    cp "$BENCH_TMP/grpc-www/reply.bin" "$BENCH_TMP/grpc-request.bin"
-    {
-        _nginx_common grpc-backend 1
-        echo "http {"
-        _nginx_http_common grpc-backend
-        cat <<EOF
-    server {
-        listen 127.0.0.1:$GRPC_PORT http2 backlog=4096;
-        listen 127.0.0.1:$GRPC_CHECK_PORT;
-        keepalive_requests 1000000;
-        location / {
-            root $BENCH_TMP/grpc-www;
-            default_type application/grpc;
-            add_trailer grpc-status 0;
-            try_files /reply.bin =404;
-            error_page 405 =200 /reply.bin;
-        }
-    }
-}
-EOF
-    } >"$BENCH_TMP/grpc-backend.conf"
-    _start_nginx grpc-backend "$BENCH_TMP/grpc-backend.conf" "$GRPC_CHECK_PORT"
+    start_grpc_backend "$GRPC_PORT" "$GRPC_CHECK_PORT"
 fi
-
-# start_nginx_grpc: the nginx peer of case G (`grpc_pass` over h2c with upstream keep-alive), one process, under
-# NGINX_WRAPPER; ready when its HTTP/1.1 listener answers /ready. Sets NGINX_PROXY_PID.
-start_nginx_grpc() {
-    mkdir -p "$BENCH_TMP/nginx-grpc"
-    {
-        _nginx_common nginx-grpc 1
-        echo "http {"
-        _nginx_http_common nginx-grpc
-        cat <<EOF
-    upstream g {
-        server 127.0.0.1:$GRPC_PORT;
-        keepalive 128;
-    }
-    server {
-        listen 127.0.0.1:$NGINX_GRPC_PORT http2 backlog=4096;
-        listen 127.0.0.1:$NGINX_GRPC_CHECK_PORT;
-        keepalive_requests 1000000;
-        location / { grpc_pass grpc://g; }
-        location = /ready { return 200 "ok\n"; }
-    }
-}
-EOF
-    } >"$BENCH_TMP/nginx-grpc.conf"
-    nginx -t -q -p "$BENCH_TMP/nginx-grpc" -e "$BENCH_TMP/nginx-grpc/err.log" -c "$BENCH_TMP/nginx-grpc.conf" \
-        || die "the grpc_pass peer's config is invalid (see $BENCH_TMP/nginx-grpc/err.log)"
-    ${NGINX_WRAPPER:-} nginx -p "$BENCH_TMP/nginx-grpc" -e "$BENCH_TMP/nginx-grpc/err.log" -c "$BENCH_TMP/nginx-grpc.conf" \
-        >"$BENCH_TMP/nginx-grpc/stdout.log" 2>"$BENCH_TMP/nginx-grpc/stderr.log" &
-    NGINX_PROXY_PID=$!
-    BENCH_PIDS+=("$NGINX_PROXY_PID")
-    wait_http "http://127.0.0.1:$NGINX_GRPC_CHECK_PORT/ready" "${NGINX_START_TIMEOUT:-15}" "$NGINX_PROXY_PID" \
-        || die "the grpc_pass peer did not come up: $(cat "$BENCH_TMP/nginx-grpc/err.log" 2>/dev/null)"
-}
 
 # client CASE PORT WHICH: sends a case's warm-up (WHICH=warmup) or measured (WHICH=measure) requests.
 client() {
@@ -315,7 +256,7 @@ for c in ${CASES//,/ }; do
             nport="$NGINX_GRPC_PORT"
             NGINX_MASTER_PROCESS=off NGINX_START_TIMEOUT=120 \
                 NGINX_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=$CG_OUT.%p --dump-instr=no --vgdb=yes" \
-                start_nginx_grpc
+                start_nginx_grpc "$NGINX_GRPC_PORT" "$NGINX_GRPC_CHECK_PORT" "$GRPC_PORT"
         else
             NGINX_MASTER_PROCESS=off NGINX_START_TIMEOUT=120 \
                 NGINX_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=$CG_OUT.%p --dump-instr=no --vgdb=yes" \

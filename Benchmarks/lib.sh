@@ -197,6 +197,75 @@ EOF
     NGINX_PROXY_PID=$NGINX_PID
 }
 
+# start_grpc_backend PORT CHECK_PORT: the gRPC upstream of case G and grpc.sh, nginx over h2c on PORT (and HTTP/1.1 on
+# CHECK_PORT, for the readiness check) answering every call with one gRPC message (field 1 = 1) and the trailer
+# `grpc-status: 0`: a POST to a static file is a 405, turned into the file's 200. Writes the request body (the same
+# 7-byte message) to $BENCH_TMP/grpc-request.bin. Sets GRPC_BACKEND_PID.
+start_grpc_backend() {
+    local port="$1" check="$2"
+    mkdir -p "$BENCH_TMP/grpc-www"
+    printf '\x00\x00\x00\x00\x02\x08\x01' >"$BENCH_TMP/grpc-www/reply.bin"
+    cp "$BENCH_TMP/grpc-www/reply.bin" "$BENCH_TMP/grpc-request.bin"
+    {
+        _nginx_common grpc-backend 1
+        echo "http {"
+        _nginx_http_common grpc-backend
+        cat <<EOF
+    server {
+        listen 127.0.0.1:$port http2 backlog=4096;
+        listen 127.0.0.1:$check;
+        keepalive_requests 1000000;
+        location / {
+            root $BENCH_TMP/grpc-www;
+            default_type application/grpc;
+            add_trailer grpc-status 0;
+            try_files /reply.bin =404;
+            error_page 405 =200 /reply.bin;
+        }
+    }
+}
+EOF
+    } >"$BENCH_TMP/grpc-backend.conf"
+    _start_nginx grpc-backend "$BENCH_TMP/grpc-backend.conf" "$check"
+    GRPC_BACKEND_PID=$NGINX_PID
+}
+
+# start_nginx_grpc PORT CHECK_PORT GRPC_PORT [WORKERS]: the nginx peer of the gRPC cases (`grpc_pass` over h2c to the
+# backend on GRPC_PORT, upstream keep-alive: nginx carries one call per upstream connection, so the cache holds 1,024,
+# more than grpc.sh's 640 calls in flight), under NGINX_WRAPPER if set; ready when its HTTP/1.1 listener on CHECK_PORT
+# answers /ready. Sets NGINX_PROXY_PID.
+start_nginx_grpc() {
+    local port="$1" check="$2" upstream="$3" workers="${4:-1}"
+    mkdir -p "$BENCH_TMP/nginx-grpc"
+    {
+        _nginx_common nginx-grpc "$workers"
+        echo "http {"
+        _nginx_http_common nginx-grpc
+        cat <<EOF
+    upstream g {
+        server 127.0.0.1:$upstream;
+        keepalive 1024;
+    }
+    server {
+        listen 127.0.0.1:$port http2 backlog=4096;
+        listen 127.0.0.1:$check;
+        keepalive_requests 1000000;
+        location / { grpc_pass grpc://g; }
+        location = /ready { return 200 "ok\n"; }
+    }
+}
+EOF
+    } >"$BENCH_TMP/nginx-grpc.conf"
+    nginx -t -q -p "$BENCH_TMP/nginx-grpc" -e "$BENCH_TMP/nginx-grpc/err.log" -c "$BENCH_TMP/nginx-grpc.conf" \
+        || die "the grpc_pass peer's config is invalid (see $BENCH_TMP/nginx-grpc/err.log)"
+    ${NGINX_WRAPPER:-} nginx -p "$BENCH_TMP/nginx-grpc" -e "$BENCH_TMP/nginx-grpc/err.log" -c "$BENCH_TMP/nginx-grpc.conf" \
+        >"$BENCH_TMP/nginx-grpc/stdout.log" 2>"$BENCH_TMP/nginx-grpc/stderr.log" &
+    NGINX_PROXY_PID=$!
+    BENCH_PIDS+=("$NGINX_PROXY_PID")
+    wait_http "http://127.0.0.1:$check/ready" "${NGINX_START_TIMEOUT:-15}" "$NGINX_PROXY_PID" \
+        || die "the grpc_pass peer did not come up: $(cat "$BENCH_TMP/nginx-grpc/err.log" 2>/dev/null)"
+}
+
 # write_gateway_config FILE PORT ADMIN_PORT BACKEND_PORT THREADS [ROUTE_YAML]
 # ROUTE_YAML defaults to one `off` route on prefix /. Later cases (enforce, replay) pass their own routes and
 # add settings through GATEWAY_SERVER_YAML (keys under server:, e.g. tls, indented 2 spaces),
