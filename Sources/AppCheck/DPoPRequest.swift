@@ -12,6 +12,10 @@ public struct DPoPRequest: Sendable {
     /// The access token the proof accompanies (its `ath` must be base64url(SHA-256(token))); nil at the issuer's
     /// exchange, where no token exists yet and `ath` is not checked.
     public var accessToken: [UInt8]?
+    /// The `ath` the proof must carry when the caller has it already: `DPoPRequest.ath(of:)` of the token, computed once
+    /// for a cached token and kept with it. When set it is used instead of hashing `accessToken` (which may then be
+    /// nil); nil with `accessToken` nil means no token (the issuer's exchange).
+    public var accessTokenHash: String?
     /// The token's `cnf.jkt`, which the proof key's thumbprint must equal; nil at the issuer's exchange (any key binds).
     public var thumbprint: String?
     /// How old `iat` may be, seconds (route key `dpop_max_age`, default 60).
@@ -20,9 +24,15 @@ public struct DPoPRequest: Sendable {
     public var clockSkew: Double
 
     public init(method: String, scheme: String, authority: String, path: String, accessToken: [UInt8]?,
-                thumbprint: String?, maxAge: Double = 60, clockSkew: Double) {
+                thumbprint: String?, maxAge: Double = 60, clockSkew: Double, accessTokenHash: String? = nil) {
         self.method = method; self.scheme = scheme; self.authority = authority; self.path = path
         self.accessToken = accessToken; self.thumbprint = thumbprint; self.maxAge = maxAge; self.clockSkew = clockSkew
+        self.accessTokenHash = accessTokenHash
+    }
+
+    /// The `ath` of a proof for `token` (RFC 9449 §4.2): base64url(SHA-256(token)), no padding.
+    public static func ath<Bytes: Collection>(of token: Bytes) -> String where Bytes.Element == UInt8 {
+        Base64URL.encode(SHA256Digest.hash(token))
     }
 
     /// The target of a request line: the path as sent (before `?` and `#`) and, for an absolute-form target

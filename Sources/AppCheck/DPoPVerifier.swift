@@ -25,9 +25,9 @@ public enum DPoPVerifier {
               iat >= now - request.maxAge - request.clockSkew, iat <= now + request.clockSkew else {
             return .failure(.iat)
         }
-        if let token = request.accessToken {
-            guard let ath = claims.member("ath")?.stringValue,
-                  utf8Equal(ath, Base64URL.encode(SHA256Digest.hash(token))) else { return .failure(.ath) }
+        // A cached token's `ath` was computed when it was cached (`accessTokenHash`); else the token is hashed here.
+        if let expected = request.accessTokenHash ?? request.accessToken.map({ DPoPRequest.ath(of: $0) }) {
+            guard let ath = claims.member("ath")?.stringValue, utf8Equal(ath, expected) else { return .failure(.ath) }
         }
         guard let jti = claims.member("jti")?.stringValue,
               case let count = jti.unicodeScalars.count, count >= 1, count <= maxJTILength else {
