@@ -3,7 +3,8 @@
 # loopback, measured in the same run. See Benchmarks/README.md.
 #
 # usage: Benchmarks/run.sh [--duration SECONDS] [--rounds R] [--quick] [--threads "1 2"] [--no-rss]
-#            [--cases http1,enforce,fresh,replay,haproxy,h2,handshakes,rss] [--case-threads N] [--fresh-tokens N]
+#            [--cases http1,enforce,fresh,replay,dpop,haproxy,h2,handshakes,rss] [--case-threads N] [--fresh-tokens N]
+#            [--dpop-proofs N]
 # Run from anywhere after `make release` (or `swift build -c release --product appcheck-gateway`).
 set -euo pipefail
 
@@ -17,12 +18,13 @@ RUN_RSS=1
 IDLE_CONNECTIONS=10000
 RSS_TARGET_MIB=100
 WRK_CONNECTIONS=64
-ALL_CASES="http1,enforce,fresh,replay,haproxy,h2,handshakes,rss"
+ALL_CASES="http1,enforce,fresh,replay,dpop,haproxy,h2,handshakes,rss"
 CASES="$ALL_CASES"
 CASE_THREADS=1          # gateway threads = nginx workers for the token/TLS cases
 FRESH_TOKENS=""         # override the probe-based size of the fresh-token files
+DPOP_PROOFS=""          # DPoP proofs per round of the dpop case (default 15,000 x duration)
 
-usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while (($#)); do
     case "$1" in
         --duration) DURATION="$2"; shift 2 ;;
@@ -33,6 +35,7 @@ while (($#)); do
         --cases) CASES="$2"; shift 2 ;;
         --case-threads) CASE_THREADS="$2"; shift 2 ;;
         --fresh-tokens) FRESH_TOKENS="$2"; shift 2 ;;
+        --dpop-proofs) DPOP_PROOFS="$2"; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
@@ -552,6 +555,61 @@ case_fresh_token_per_request() {
     reset_case_opts
 }
 
+# Case: a `dpop: required` route (SPEC §4.4; memory replay store, dpop_max_age 1h), one session token bound to a
+# P-256 key (cnf.jkt; a token-cache hit) and a fresh DPoP proof per request: each request pays one ECDSA P-256
+# verification and one replay insert. A store refuses proofs issued before it came up, so the proofs are made after
+# the gateway started, by one `appcheck-gateway-bench dpop` run (one token, every proof its own random jti), and
+# split into a warm-up file and one file per round. The gateway is not restarted between rounds and each round
+# sends its own proofs once (tokens.lua unique, header DPoP): no proof is ever replayed. A round that runs out stops
+# early and is noted (raise --dpop-proofs, default 15,000 x duration per round). nginx cycles the same file.
+DPOP_DIR=""
+dpop_prep() {
+    cp "$DPOP_DIR/round-$1.proofs" "$DPOP_DIR/current.proofs"
+    if [[ "$1" == 1 ]]; then
+        wrk -t1 -c"$WRK_CONNECTIONS" -d1s -s "$BENCH_DIR/tokens.lua" -H "X-Firebase-AppCheck: $(cat "$DPOP_DIR/token")" \
+            "http://127.0.0.1:$GATEWAY_PORT/" -- "$DPOP_DIR/warm.proofs" unique 1 DPoP >/dev/null 2>&1 || true
+    fi
+}
+case_dpop_required() {
+    local per="${DPOP_PROOFS:-$((15000 * DURATION))}" warm=20000 r ok no proof bench_exe
+    local route='  - { name: bench, prefix: /, upstream: api, enforcement: enforce, dpop: required, dpop_max_age: 1h }'
+    issuer_init
+    bench_exe="$(dirname "$GATEWAY_BIN")/appcheck-gateway-bench"
+    [[ -x "$bench_exe" ]] || die "the dpop case needs $bench_exe (make release builds it)"
+    DPOP_DIR="$BENCH_TMP/dpop"; mkdir -p "$DPOP_DIR"
+    GATEWAY_APP_CHECK_YAML="  jwks: { url: \"file://$ISSUER_DIR/jwks.json\" }" GATEWAY_SERVER_YAML="" \
+        GATEWAY_EXTRA_YAML=$'replay:\n  store: memory' \
+        write_gateway_config "$DPOP_DIR/gateway.yaml" "$GATEWAY_PORT" "$ADMIN_PORT" "$BACKEND_PORT" "$CASE_THREADS" "$route"
+    nginx_up
+    gateway_up "$DPOP_DIR/gateway.yaml"
+    sleep 2   # proofs carry whole-second iats: made strictly after the start
+    log "making $((warm + ROUNDS * per)) DPoP proofs"
+    "$bench_exe" dpop --key "$ISSUER_DIR/key.pem" --project-number "$PROJECT_NUMBER" --app-id "1:$PROJECT_NUMBER:ios:dpopbench" \
+        --htu "http://127.0.0.1:$GATEWAY_PORT/" --count $((warm + ROUNDS * per)) >"$DPOP_DIR/all.txt" \
+        || die "appcheck-gateway-bench dpop failed"
+    head -n 1 "$DPOP_DIR/all.txt" >"$DPOP_DIR/token"
+    # (sed, not tail | head: head's early exit would end the script by SIGPIPE under pipefail)
+    sed -n "2,$((1 + warm))p" "$DPOP_DIR/all.txt" >"$DPOP_DIR/warm.proofs"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        sed -n "$((2 + warm + (r - 1) * per)),$((1 + warm + r * per))p" "$DPOP_DIR/all.txt" >"$DPOP_DIR/round-$r.proofs"
+    done
+    rm -f "$DPOP_DIR/all.txt"
+    # Sanity: the token with a proof passes, without one it is refused (dpop_missing). Uses the warm-up's last proof.
+    proof="$(tail -n 1 "$DPOP_DIR/warm.proofs")"
+    ok="$(curl -s -o /dev/null -w '%{http_code}' -H "X-Firebase-AppCheck: $(cat "$DPOP_DIR/token")" -H "DPoP: $proof" \
+        "http://127.0.0.1:$GATEWAY_PORT/")"
+    no="$(curl -s -o /dev/null -w '%{http_code}' -H "X-Firebase-AppCheck: $(cat "$DPOP_DIR/token")" "http://127.0.0.1:$GATEWAY_PORT/")"
+    [[ "$ok" == 200 && "$no" == 401 ]] || die "dpop sanity check failed: with a proof $ok, without $no (see $BENCH_TMP/gateway.*.log)"
+    sed -i '$d' "$DPOP_DIR/warm.proofs"
+    reset_case_opts
+    CMP_NGINX_ARGS=(-H "X-Firebase-AppCheck: $(cat "$DPOP_DIR/token")" -s "$BENCH_DIR/tokens.lua" -- "$DPOP_DIR/round-1.proofs" cycle 1 DPoP)
+    CMP_GATEWAY_ARGS=(-H "X-Firebase-AppCheck: $(cat "$DPOP_DIR/token")" -s "$BENCH_DIR/tokens.lua" -- "$DPOP_DIR/current.proofs" unique 1 DPoP)
+    CMP_GATEWAY_PREP=dpop_prep
+    compare_case "dpop: required, one bound token, fresh proof per request, threads $CASE_THREADS" \
+        "http://127.0.0.1:$NGINX_PORT/" "http://127.0.0.1:$GATEWAY_PORT/"
+    reset_case_opts
+}
+
 # Case: replay_protection routes with each store (memory | sqlite | redis on loopback), a fresh limited-use
 # token per request. Limited-use tokens live 5 min, so they are minted per store right before its rounds (and
 # again if a round would outlive them). Before each gateway round the store is emptied (memory: restart;
@@ -814,6 +872,7 @@ fi
 want_case enforce && case_enforce_cycled_tokens
 want_case fresh && case_fresh_token_per_request
 want_case replay && case_replay_stores
+want_case dpop && case_dpop_required
 want_case haproxy && case_haproxy_peer
 want_case h2 && case_h2load_tls
 want_case handshakes && case_tls_handshakes

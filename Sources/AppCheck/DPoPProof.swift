@@ -24,8 +24,30 @@ public struct DPoPProof: Sendable {
     public static func parse<Bytes: Collection>(_ bytes: Bytes) throws(DPoPRule) -> DPoPProof where Bytes.Element == UInt8 {
         guard bytes.count <= maxLength else { throw .malformed }
         let bytes = Array(bytes)
-        guard let jws = CompactJWS.decode(bytes, maxJSONBytes: maxJSONBytes) else { throw .malformed }
-        let header = jws.header
+        // Structure first (every `malformed` comes before the header's rules): payload and signature, then the header.
+        guard let (first, second) = CompactJWS.dots(bytes),
+              let payloadBytes = Base64URL.decode(bytes[(first + 1)..<second]),
+              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxJSONBytes), case .object = payload,
+              let signature = Base64URL.decode(bytes[(second + 1)...]) else {
+            throw .malformed
+        }
+        let key: DPoPPublicKey
+        let headerPart = bytes[0..<first]
+        if let known = DPoPHeaderMemo.lookup(headerPart) {
+            key = known
+        } else {
+            guard let headerBytes = Base64URL.decode(headerPart),
+                  let header = try? StrictJSON.parse(headerBytes, maxBytes: maxJSONBytes), case .object = header else {
+                throw .malformed
+            }
+            key = try judge(header: header)
+            DPoPHeaderMemo.remember(headerPart, key)
+        }
+        return DPoPProof(key: key, payload: payload, signature: signature, bytes: bytes, signingInputRange: 0..<second)
+    }
+
+    /// The header's rules after its structure: no `crit`, `typ`, `alg`, `jwk`.
+    static func judge(header: JSONValue) throws(DPoPRule) -> DPoPPublicKey {
         guard header.member("crit") == nil else { throw .malformed }
         guard header.member("typ")?.stringEquals("dpop+jwt") == true else { throw .typ }
         guard let algText = header.member("alg")?.stringValue,
@@ -33,9 +55,7 @@ public struct DPoPProof: Sendable {
             throw .alg
         }
         guard let jwk = header.member("jwk") else { throw .jwk }
-        let key = try DPoPPublicKey(jwk: jwk, algorithm: algorithm)
-        return DPoPProof(key: key, payload: jws.payload, signature: jws.signature, bytes: bytes,
-                         signingInputRange: jws.signingInputRange)
+        return try DPoPPublicKey(jwk: jwk, algorithm: algorithm)
     }
 
     /// True when the signature verifies over `header.payload` with the `jwk` key.

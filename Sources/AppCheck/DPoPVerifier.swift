@@ -25,9 +25,9 @@ public enum DPoPVerifier {
               iat >= now - request.maxAge - request.clockSkew, iat <= now + request.clockSkew else {
             return .failure(.iat)
         }
-        if let token = request.accessToken {
-            guard let ath = claims.member("ath")?.stringValue,
-                  utf8Equal(ath, Base64URL.encode(SHA256Digest.hash(token))) else { return .failure(.ath) }
+        // A cached token's `ath` was computed when it was cached (`accessTokenHash`); else the token is hashed here.
+        if let expected = request.accessTokenHash ?? request.accessToken.map({ DPoPRequest.ath(of: $0) }) {
+            guard let ath = claims.member("ath")?.stringValue, utf8Equal(ath, expected) else { return .failure(.ath) }
         }
         guard let jti = claims.member("jti")?.stringValue,
               case let count = jti.unicodeScalars.count, count >= 1, count <= maxJTILength else {
@@ -50,9 +50,25 @@ public struct DPoPVerifiedProof: Sendable, Equatable {
     /// The replay-store key of the proof's single use: SHA-256(0x00 ‖ "dpop\n" ‖ thumbprint ‖ "\n" ‖ jti). Its own
     /// key domain: a token's key hashes a `sub` (printable ASCII) or a signing input (base64url), neither of which
     /// can start with a NUL byte. Per key, so one client's `jti` cannot burn another's.
+    /// The material is laid out in a temporary buffer (on the stack at these sizes: a 43-byte thumbprint, a `jti` of at
+    /// most 512 bytes) and hashed once; building it from arrays cost ~7,700 instructions per proof.
     public var replayKey: SHA256Digest.Value {
-        var material: [UInt8] = [0]
-        material += Array("dpop\n".utf8) + Array(thumbprint.utf8) + [UInt8(ascii: "\n")] + Array(jti.utf8)
-        return material.withUnsafeBytes { SHA256Digest.value($0) }
+        var thumbprint = thumbprint, jti = jti
+        return thumbprint.withUTF8 { t in
+            jti.withUTF8 { j in
+                let count = 6 + t.count + 1 + j.count
+                return withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { buffer in
+                    buffer.storeBytes(of: 0, toByteOffset: 0, as: UInt8.self)
+                    var at = 1
+                    for byte in "dpop\n".utf8 { buffer.storeBytes(of: byte, toByteOffset: at, as: UInt8.self); at += 1 }
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[at..<(at + t.count)]).copyMemory(from: UnsafeRawBufferPointer(t))
+                    at += t.count
+                    buffer.storeBytes(of: UInt8(ascii: "\n"), toByteOffset: at, as: UInt8.self)
+                    at += 1
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[at..<(at + j.count)]).copyMemory(from: UnsafeRawBufferPointer(j))
+                    return SHA256Digest.value(UnsafeRawBufferPointer(buffer))
+                }
+            }
+        }
     }
 }

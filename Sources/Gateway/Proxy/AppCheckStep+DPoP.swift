@@ -14,6 +14,11 @@ struct DPoPInput {
     let scheme: String
     /// The client is a trusted proxy: its `X-Forwarded-Proto` names the scheme the client used.
     let peerTrusted: Bool
+    /// The token's key in the loop's token cache (nil on replay routes, whose tokens are not cached): where the
+    /// token's `ath` is kept once computed.
+    var cacheKey: TokenCache.Key? = nil
+    /// The token's `ath` as its cache entry kept it (a hit on a bound token after its first proof); nil: hash the token.
+    var ath: String? = nil
 
     /// The scheme the client used: the first `X-Forwarded-Proto` element of a trusted proxy when it says `http` or
     /// `https`, else the listener's.
@@ -25,12 +30,13 @@ struct DPoPInput {
 
     /// The request as the proof must name it: the target's authority (absolute form) or `Host` / `:authority`, the
     /// path as sent (without query and fragment).
-    func request(thumbprint: String, maxAge: Double, clockSkew: Double) -> DPoPRequest {
+    /// The token's `ath` (`ath`, or computed from the token's bytes).
+    func request(thumbprint: String, ath: String, maxAge: Double, clockSkew: Double) -> DPoPRequest {
         let (absoluteAuthority, path) = DPoPRequest.split(target: head.target)
         let authority = absoluteAuthority ?? head.headers.firstValue(forLowercased: "host") ?? ""
         return DPoPRequest(method: head.method, scheme: clientScheme, authority: authority, path: path,
-                           accessToken: Array(head.headers.valueSlice(at: tokenIndex)), thumbprint: thumbprint,
-                           maxAge: maxAge, clockSkew: clockSkew)
+                           accessToken: nil, thumbprint: thumbprint, maxAge: maxAge, clockSkew: clockSkew,
+                           accessTokenHash: ath)
     }
 }
 
@@ -54,7 +60,15 @@ extension AppCheckStep {
         if headers.firstIndex(ofLiteral: "dpop", after: index) != nil {
             return completion(refuseProof(route, "dpop_invalid", rule: .malformed, fingerprint: fingerprint, appId: appId))
         }
-        let request = input.request(thumbprint: thumbprint, maxAge: route.dpopMaxAge, clockSkew: policy.clockSkew)
+        // The token's `ath`: kept in its cache entry after its first proof, so a cached token is hashed once.
+        let ath: String
+        if let known = input.ath {
+            ath = known
+        } else {
+            ath = DPoPRequest.ath(of: headers.valueSlice(at: input.tokenIndex))
+            if let key = input.cacheKey { cache.setATH(key, ath) }
+        }
+        let request = input.request(thumbprint: thumbprint, ath: ath, maxAge: route.dpopMaxAge, clockSkew: policy.clockSkew)
         let proof: DPoPVerifiedProof
         switch DPoPVerifier.verify(headers.valueSlice(at: index), request: request, now: now) {
         case .success(let p): proof = p

@@ -85,7 +85,7 @@ final class AppCheckStep {
     /// The key sets of `app_check.trusted_issuers` (another deployment's issuer), in configuration order, each with
     /// the `iss` it vouches for; nil until first fetched. Replaced through `setTrustedKeys`.
     private(set) var trustedKeys: [LoopKeys?] = []
-    private var cache: TokenCache
+    private(set) var cache: TokenCache
     /// What this loop's token parsing remembers: recent header parts and claim strings (`AppCheckToken.ParseMemo`).
     private let parseMemo = AppCheckToken.ParseMemo()
     private var waiters: [(deadline: Double, retry: () -> Void)] = []
@@ -144,10 +144,11 @@ final class AppCheckStep {
         // each good for one request, so it neither looks them up nor fills the cache with them (they would push
         // session tokens out). A hit reads the token where it lies in the head: no copy.
         var key: TokenCache.Key?
-        let proofInput = DPoPInput(head: head, tokenIndex: tokenIndex, scheme: scheme, peerTrusted: peerTrusted)
+        var proofInput = DPoPInput(head: head, tokenIndex: tokenIndex, scheme: scheme, peerTrusted: peerTrusted)
         if !route.replayProtection {
             let found = head.headers.withValueBytes(at: tokenIndex) { TokenCache.Key(token: $0) }
             key = found
+            proofInput.cacheKey = found
             let now = wallClock
             if let hit = cache.get(found, now: now), let policy = hitPolicy(hit, now: now, runtime: route.runtime) {
                 recorder.metrics.tokenCacheHits += 1
@@ -158,6 +159,7 @@ final class AppCheckStep {
                     cache.setFingerprint(found, computed)
                     fingerprint = computed
                 }
+                proofInput.ath = hit.ath
                 return conclude(hit.claims, policy: policy, now: now, fingerprint: fingerprint, route: route,
                                 proofInput: proofInput, completion: completion)
             }
