@@ -45,17 +45,21 @@ public final class H2ClientSession {
     public internal(set) var goAwayReceived = false
     /// Request bytes queued over all streams and not yet handed to `send`.
     public internal(set) var totalBufferedBytes = 0
-    /// Monotonic clock in nanoseconds (replaceable by tests).
-    var now: () -> UInt64 = H2ClientSession.monotonicNanoseconds
+    /// Monotonic clock in nanoseconds: the owner's (the gateway passes its loop's batch time), this process's by
+    /// default; replaceable by tests.
+    var now: () -> UInt64
 
     /// Creates the session and queues the connection preface, our SETTINGS and the connection WINDOW_UPDATE (call
     /// `send`). `assumedMaxConcurrent`: streams sent at most before the server's SETTINGS arrive (default 100, RFC 9113
     /// §6.5.2's recommended minimum; capped by `limits.maxConcurrentStreams`).
-    public init(limits: H2Limits = .default, delegate: H2ClientSessionDelegate, assumedMaxConcurrent: Int = 100) {
+    /// `clock`: monotonic nanoseconds for the control-frame budget.
+    public init(limits: H2Limits = .default, delegate: H2ClientSessionDelegate, assumedMaxConcurrent: Int = 100,
+                clock: @escaping () -> UInt64 = H2ClientSession.monotonicNanoseconds) {
         self.limits = limits
         self.delegate = delegate
+        now = clock
         controlFrames = H2TokenBucket(capacity: limits.maxControlFrames, windowSeconds: limits.controlFrameWindowSeconds,
-                                      now: H2ClientSession.monotonicNanoseconds())
+                                      now: clock())
         var callbacks: OpaquePointer?
         var option: OpaquePointer?
         guard nghttp2_session_callbacks_new(&callbacks) == 0, nghttp2_option_new(&option) == 0 else {
@@ -309,7 +313,8 @@ public final class H2ClientSession {
         if let session { nghttp2_session_terminate_session(session, code.rawValue) }
     }
 
-    static func monotonicNanoseconds() -> UInt64 {
+    /// `CLOCK_MONOTONIC` in nanoseconds: the clock a session reads when its owner passes none.
+    public static func monotonicNanoseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)

@@ -59,7 +59,8 @@ extension H2ServerSession {
         if code == .protocolError { glitch("malformed_request") }
     }
 
-    static func monotonicNanoseconds() -> UInt64 {
+    /// `CLOCK_MONOTONIC` in nanoseconds: the clock a session reads when its owner passes none.
+    public static func monotonicNanoseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)

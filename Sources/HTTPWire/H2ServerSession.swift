@@ -69,8 +69,9 @@ public final class H2ServerSession {
     var closeReason: String?
     var errorGoAwaySent = false
     var shutdown: ShutdownState = .none
-    /// Monotonic clock in nanoseconds (replaceable by tests).
-    var now: () -> UInt64 = H2ServerSession.monotonicNanoseconds
+    /// Monotonic clock in nanoseconds: the owner's (the gateway passes its loop's batch time, so a connection reads
+    /// one clock), this process's by default; replaceable by tests.
+    var now: () -> UInt64
     /// Response bytes queued over all streams and not yet handed to `send` (see `bufferedBytes(streamID:)`).
     public internal(set) var totalBufferedBytes = 0
     /// Asked each time the client resets a stream whose response was not complete, beside this connection's own
@@ -81,11 +82,14 @@ public final class H2ServerSession {
     enum ShutdownState { case none, noticeSent, finalSent }
     static let shutdownPing: [UInt8] = Array("gwdrain!".utf8)
 
-    /// Creates the session and queues our SETTINGS and the connection WINDOW_UPDATE (call `send`).
-    public init(limits: H2Limits = .default, delegate: H2SessionDelegate) {
+    /// Creates the session and queues our SETTINGS and the connection WINDOW_UPDATE (call `send`). `clock`: monotonic
+    /// nanoseconds for the control-frame and glitch budgets (read when such a frame arrives, never per request).
+    public init(limits: H2Limits = .default, delegate: H2SessionDelegate,
+                clock: @escaping () -> UInt64 = H2ServerSession.monotonicNanoseconds) {
         self.limits = limits
         self.delegate = delegate
-        let start = H2ServerSession.monotonicNanoseconds()
+        now = clock
+        let start = clock()
         controlFrames = H2TokenBucket(capacity: limits.maxControlFrames, windowSeconds: limits.controlFrameWindowSeconds, now: start)
         glitches = H2TokenBucket(capacity: limits.maxGlitches, windowSeconds: limits.glitchWindowSeconds, now: start)
 

@@ -29,7 +29,8 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
     /// Made on first use (in `init`): nghttp2 is handed this connection as its delegate.
-    private lazy var session = H2ServerSession(limits: H2Limits(parserLimits: context.runtime.parserLimits), delegate: self)
+    private lazy var session = H2ServerSession(limits: H2Limits(parserLimits: context.runtime.parserLimits), delegate: self,
+                                               clock: { [unowned loop = context.loop] in loop.now })
     private let inBuf = IOBuffer(capacity: 16 * 1024)
     let outBuf = IOBuffer(capacity: 16 * 1024)
     private(set) var streams = StreamTable<H2StreamExchange>()

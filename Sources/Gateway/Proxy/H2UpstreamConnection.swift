@@ -56,7 +56,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
         session = H2ClientSession(limits: H2Limits(
             initialWindowSize: Self.streamWindow, connectionWindowSize: Self.connectionWindow,
             maxHeaderListBytes: limits.maxHeadBytes, maxHeaders: limits.maxHeaders), delegate: self,
-            assumedMaxConcurrent: assumedMaxConcurrent)
+            assumedMaxConcurrent: assumedMaxConcurrent, clock: { [unowned loop = pool.context.loop] in loop.now })
         timer = LoopTimer { [unowned self] in self.timerFired() }
     }
 
