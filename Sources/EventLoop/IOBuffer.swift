@@ -96,7 +96,10 @@ public final class IOBuffer {
             writerIndex = n
             if capacity - writerIndex >= count { return }
         }
-        var newCapacity = max(capacity, Self.minimumGrowth)
+        // A buffer without storage whose first write fits `firstGrowth` takes just that: a block glibc's per-thread
+        // cache serves (a few dozen instructions each way, where a 2 KiB block takes the arena's bins, ~300 per
+        // malloc/free pair; a client's out buffer is allocated and released once per response).
+        var newCapacity = capacity == 0 && count <= Self.firstGrowth ? Self.firstGrowth : max(capacity, Self.minimumGrowth)
         while newCapacity - writerIndex < count { newCapacity *= 2 }
         let newBase = Self.allocate(newCapacity)
         if writerIndex > 0 { newBase.copyMemory(from: base, byteCount: writerIndex) }
@@ -105,8 +108,11 @@ public final class IOBuffer {
         capacity = newCapacity
     }
 
-    /// A released buffer grows straight back to this size on its next use.
+    /// A buffer grows to at least this size (doubling from there).
     public static let minimumGrowth = 2048
+    /// A buffer without storage whose first write needs at most this many bytes is given exactly this many: the
+    /// largest block glibc's tcache keeps (1,032 usable bytes on 64-bit), rounded down to 1 KiB.
+    public static let firstGrowth = 1024
     /// A buffer created with at most this capacity owns no storage until its first write.
     public static let releasedCapacity = 64
 
