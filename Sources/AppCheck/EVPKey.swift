@@ -51,15 +51,7 @@ final class EVPKey: @unchecked Sendable {
     }
 
     /// Keeps `ctx` (from `takeRS256Context`) for the next verification, or frees it when enough are kept.
-    func returnRS256Context(_ ctx: OpaquePointer) {
-        let bits = Int(bitPattern: ctx)
-        let kept = rs256Contexts.withLock { contexts -> Bool in
-            guard contexts.count < Self.rs256ContextLimit else { return false }
-            contexts.append(bits)
-            return true
-        }
-        if !kept { EVP_PKEY_CTX_free(ctx) }
-    }
+    func returnRS256Context(_ ctx: OpaquePointer) { Self.keep(ctx, in: rs256Contexts) }
 
     /// A context ready for `EVP_PKEY_verify` of a `digest` (`EVP_sha256()` for P-256, `EVP_sha384()` for P-384) with
     /// this EC key and a DER `ECDSA-Sig-Value`, from those kept for reuse or new; nil when OpenSSL cannot make one. Give
@@ -77,10 +69,13 @@ final class EVPKey: @unchecked Sendable {
     }
 
     /// Keeps `ctx` (from `takeECDSAContext`) for the next verification, or frees it when enough are kept.
-    func returnECDSAContext(_ ctx: OpaquePointer) {
+    func returnECDSAContext(_ ctx: OpaquePointer) { Self.keep(ctx, in: ecdsaContexts) }
+
+    /// Puts `ctx` back in `pool` while it holds fewer than `rs256ContextLimit`, else frees it.
+    private static func keep(_ ctx: OpaquePointer, in pool: borrowing Mutex<[Int]>) {
         let bits = Int(bitPattern: ctx)
-        let kept = ecdsaContexts.withLock { contexts -> Bool in
-            guard contexts.count < Self.rs256ContextLimit else { return false }
+        let kept = pool.withLock { contexts -> Bool in
+            guard contexts.count < rs256ContextLimit else { return false }
             contexts.append(bits)
             return true
         }
