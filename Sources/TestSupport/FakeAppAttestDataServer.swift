@@ -9,7 +9,8 @@ import Synchronization
 /// machine), for the receipt refresher (docs/issuer.md "Fraud risk"). It checks what Apple checks:
 ///
 /// - the bearer token is a compact JWS, `alg` `ES256`, `kid` the expected Key ID, signed by the public half of the
-///   test `.p8` key, claims `iss` the Team ID and an `iat` within 60 s of now — else `401`;
+///   test `.p8` key, claims `iss` the Team ID and an `iat` at most an hour old and at most 60 s ahead
+///   (`FakeDeviceCheckServer.iatAccepted`) — else `401`;
 /// - the body is the base64 of a receipt that verifies under `receiptCA` — else `400`.
 ///
 /// Then the next scripted `Answer` (or `fallback` when none is queued) decides: a new RECEIPT for the same App ID and
@@ -110,7 +111,8 @@ public final class FakeAppAttestDataServer: @unchecked Sendable {
         let header = jws.header, claims = jws.payload
         guard header.member("alg")?.stringValue == "ES256", header.member("kid")?.stringValue == keyId,
               claims.member("iss")?.stringValue == teamId,
-              let iat = claims.member("iat")?.numberValue, abs(iat - Date().timeIntervalSince1970) < 60 else { return false }
+              let iat = claims.member("iat")?.numberValue,
+              FakeDeviceCheckServer.iatAccepted(iat, now: Date().timeIntervalSince1970) else { return false }
         return publicKey.verifyES256(signingInput: bytes[jws.signingInputRange], signature: jws.signature)
     }
 }

@@ -122,9 +122,10 @@ import TestSupport
         /// One pass of the gateway's own refresher, then until the key's stored metric is `metric`: the background
         /// loop may hold the key's claim (the per-key claim makes the two ask Apple once between them), and then
         /// `runOnce` returns before that loop has stored what Apple said. Under a whole suite's load an answer can
-        /// outlast the refresher's 10 s timeout, which pauses the app's calls (a minute, doubling), and a clean-clone
-        /// run once kept the old metric for 150 s with the cause not found; so while waiting, every 2 s the key is
-        /// made due again and a pass is run: the first after a pause refreshes it. This test is about what the
+        /// outlast the refresher's 10 s timeout, which pauses the app's calls (a minute, doubling); so while waiting,
+        /// every 2 s the key is made due again and a pass is run: the first after a pause refreshes it. (A clean-clone
+        /// run once kept the old metric for 150 s: the fake Apple took a bearer `iat` only 60 s old, and the refresher
+        /// rightly reuses its token for 20 minutes; `RiskRefresherTests.aBearerTokenReusedWithinItsLifetimeIsTaken`.) This test is about what the
         /// routes, metrics and dashboard do with a stored metric; when a key falls due and how pauses work is
         /// `RiskRefresherTests`' and `RiskRefreshClaimTests`' to show. Waits at most 400 s (a bound, not a speed).
         func refresh(expecting metric: Int) async throws {

@@ -247,6 +247,29 @@ import TestSupport
         }
     }
 
+    /// The bearer token is reused for 20 minutes (`DeviceCheckClient.bearerLifetime`), so Apple sees an `iat` up to
+    /// that old on a later call, and takes it (Apple refuses provider tokens older than an hour). A fake that took
+    /// only 60 s made a loaded run's second refresh answer 401 for the token's whole lifetime.
+    @Test func aBearerTokenReusedWithinItsLifetimeIsTaken() async throws {
+        let rig = try Rig()
+        try await rig.attest()
+        rig.apple.queue([], fallback: .receipt(riskMetric: 1))
+        let key = try await rig.stored()
+        let environment = try #require(AppAttestEnvironment(rawValue: key.environment))
+        var risk = ReceiptRefreshSettings()
+        risk.apiURL = rig.apple.url
+        let client = try ReceiptExchangeClient(
+            deviceCheck: DeviceCheckAppSettings(keyId: Self.keyId, privateKeyPath: rig.dir.appendingPathComponent("AuthKey.p8").path),
+            teamId: "ABCDE12345", risk: risk)
+        let now = Date().timeIntervalSince1970
+        // The first call mints the token 1,000 s in the past; the second, at now, reuses it.
+        for at in [now - 1000, now] {
+            let answer = await client.exchange(key.receipt, environment: environment, now: at)
+            guard case .receipt = answer else { Issue.record("at now\(Int(at - now)) s: \(answer)"); continue }
+        }
+        #expect(rig.apple.calls == 2)
+    }
+
     @Test func aRevokedKeyIsRefusedByAppleAndBacksOff() async throws {
         let rig = try Rig(appleKnowsOurKey: false)
         try await rig.attest()
