@@ -192,7 +192,10 @@ import TestSupport
                 return Response(status: 0, headers: [:], body: [], reset: true)
             }
             guard status > 0 else {
-                throw HarnessError("curl over \(transport): \(result.stdout) \(result.stderr)")
+                // The gateway's last log lines go with it: a reset seen once under load (curl 55 on an h2c POST) left
+                // nothing else to go on.
+                throw HarnessError("curl over \(transport): \(result.stdout) \(result.stderr); the gateway's last log lines: "
+                                   + gateway.logLines().suffix(8).joined(separator: "\n"))
             }
             var headers: [String: [String]] = [:]
             for line in (blocks.last ?? "").components(separatedBy: "\r\n").dropFirst() {
