@@ -6,18 +6,18 @@
 /// upper-cased, dot-segments are removed (RFC 3986 §5.2.4) and repeated slashes merged. Encoded `/`,
 /// `\` and NUL (`%2F`, `%5C`, `%00`), a raw `\`, and a path that climbs above the root are refused
 /// because upstreams disagree on what they mean.
-package struct RequestTarget: Equatable, Sendable {
-    package var path: String
+public struct RequestTarget: Equatable, Sendable {
+    public var path: String
     /// The query without its `?`, or nil when there was no `?`.
-    package var query: Substring?
+    public var query: Substring?
     /// Host from an absolute-form target (RFC 9112 §3.2.2), which overrides the Host header.
-    package var absoluteHost: String?
+    public var absoluteHost: String?
 
-    package enum Failure: Error, Equatable {
+    public enum Failure: Error, Equatable {
         case invalid(String)
     }
 
-    package static func parse(_ target: String) -> Result<RequestTarget, Failure> {
+    public static func parse(_ target: String) -> Result<RequestTarget, Failure> {
         // The usual request: an origin-form target already in normal form. Its path is the target itself (or the part
         // before `?`), read byte by byte with no `Character` work and no copy when there is no query.
         if target.utf8.first == UInt8(ascii: "/") {
@@ -59,7 +59,7 @@ package struct RequestTarget: Equatable, Sendable {
     }
 
     /// Normalises an origin-form path; nil when it must be refused.
-    package static func normalize(_ raw: Substring) -> String? {
+    public static func normalize(_ raw: Substring) -> String? {
         if isAlreadyNormal(raw) { return String(raw) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(raw.utf8.count)
@@ -127,7 +127,7 @@ package struct RequestTarget: Equatable, Sendable {
     }
 
     /// The value of one hexadecimal digit, or nil.
-    package static func hexValue(_ b: UInt8) -> UInt8? {
+    public static func hexValue(_ b: UInt8) -> UInt8? {
         switch b {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10

@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 import Gateway
+import GatewayProcess
 import GatewayConfig
 import GatewayTools
 import JSONLog

@@ -2,6 +2,7 @@ import AppCheck
 import ArgumentParser
 import Foundation
 import Gateway
+import GatewayProcess
 import GatewayConfig
 import GatewayTools
 import Issuer

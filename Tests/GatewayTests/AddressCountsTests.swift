@@ -1,5 +1,6 @@
 import EventLoop
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// `AddressCounts`, the per-address request counts of an upstream pool: the same answers as a plain dictionary

@@ -1,6 +1,7 @@
 import AppCheck
 import Foundation
 @testable import Gateway
+@testable import GatewayProcess
 import Testing
 import TestSupport
 

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import Gateway
+@testable import ProxyCore
 
 /// Issue 39, "found by the attack", over real sockets against a running gateway on loopback (bounded in count and
 /// time): one address's trickling issuer bodies do not starve another address, a body below the minimum rate is

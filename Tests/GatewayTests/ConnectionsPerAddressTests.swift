@@ -1,6 +1,8 @@
 import EventLoop
 import Foundation
 @testable import Gateway
+@testable import ProxyCore
+@testable import GatewayProcess
 @testable import GatewayConfig
 import Glibc
 import TestSupport

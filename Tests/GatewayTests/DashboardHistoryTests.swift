@@ -1,6 +1,7 @@
 @testable import Dashboard
 import Foundation
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// The dashboard's history as a value driven by a manual clock (docs/dashboard.md).

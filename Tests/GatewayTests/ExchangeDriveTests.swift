@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import EventLoop
 import GatewayConfig
 import HTTPWire

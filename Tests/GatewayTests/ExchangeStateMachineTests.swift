@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// `ExchangeStateMachine` as a value: no socket, no loop, no clock (a deadline is an event like any other). The table

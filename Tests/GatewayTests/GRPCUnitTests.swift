@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 @testable import GatewayConfig
 import HTTPWire
 import Testing

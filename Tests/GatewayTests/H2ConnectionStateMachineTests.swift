@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// `H2ConnectionStateMachine` as a value: no socket, no nghttp2, no clock. The table gives, for each state, what

@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// `H2UpstreamConnectionState`: every event in every state, without an event loop or a socket.

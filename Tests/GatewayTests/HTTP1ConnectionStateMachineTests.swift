@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// `HTTP1ConnectionStateMachine` as a value: no socket, no loop, no clock. The table gives, for each state a client

@@ -1,6 +1,7 @@
 import EventLoop
 import Foundation
 @testable import Gateway
+@testable import ProxyCore
 @testable import GatewayConfig
 import Glibc
 import HTTPWire

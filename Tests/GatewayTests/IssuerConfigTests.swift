@@ -1,5 +1,6 @@
 import Foundation
 @testable import Gateway
+@testable import GatewayProcess
 @testable import GatewayConfig
 import GatewayTools
 import JSONLog

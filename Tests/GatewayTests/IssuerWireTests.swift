@@ -2,6 +2,7 @@ import AppCheck
 import EventLoop
 import Foundation
 @testable import Gateway
+@testable import ProxyCore
 @testable import Issuer
 import Testing
 

@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import Gateway
+@testable import GatewayProcess
 
 /// Replay protection end to end (docs/behaviour.md check 8 and replay protection): a real gateway in front of a real upstream, a real
 /// key set from a local issuer, and each replay store for real (memory, an SQLite file, a `redis-server`).

@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// A request id's bytes handed out in place (`withBytes`, the HTTP/2 response head) are its text (`string`, the logs).

@@ -5,6 +5,7 @@ import ReplayStores
 import Testing
 import TestSupport
 @testable import Gateway
+@testable import GatewayProcess
 @testable import Issuer
 
 /// Fraud risk end to end over real sockets (docs/issuer.md "Fraud risk"): a gateway whose issuer refreshes receipts

@@ -6,6 +6,8 @@ import ReplayStores
 import Testing
 import TestSupport
 @testable import Gateway
+@testable import GatewayProcess
+@testable import ProxyCore
 @testable import GatewayConfig
 @testable import Issuer
 

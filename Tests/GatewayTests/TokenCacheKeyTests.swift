@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// The verified-token cache's key: NH with two random keys, then SipHash-128 of the sums and the length

@@ -1,4 +1,5 @@
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 
 /// `UpstreamConnectionStateMachine` as a value: no socket, no pool, no clock. A table of what every event answers in

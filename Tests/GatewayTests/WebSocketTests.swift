@@ -2,6 +2,7 @@ import AppCheck
 import Foundation
 import Glibc
 @testable import Gateway
+@testable import ProxyCore
 import Testing
 import TestSupport
 

@@ -1,3 +1,4 @@
+import ProxyCore
 import Foundation
 import Glibc
 import HTTPWire
@@ -5,50 +6,16 @@ import JSONLog
 import Dashboard
 import EventLoop
 
-/// The loop's one wall clock, in Unix seconds: token checks (`iat`, `exp`, the token cache, key-set staleness) and
-/// log timestamps read it, and nothing else on the request path reads the time of day, so a test can move it
-/// (`GatewayServer.setWallClock`) instead of sleeping. Monotonic time is `EventLoop.now`.
-struct LoopClock {
-    var source: () -> Double = LoopClock.system
-
-    /// `gettimeofday`, without Foundation's `Date` on the request path.
-    static func system() -> Double {
-        var tv = timeval()
-        gettimeofday(&tv, nil)
-        return Double(tv.tv_sec) + Double(tv.tv_usec) / 1e6
-    }
-
-    var now: Double { source() }
-    var date: Date { Date(timeIntervalSince1970: now) }
-
-    private var second = -1
-    private var prefix = ""
-
-    /// `now` as RFC 3339 with milliseconds (`2026-11-27T02:05:37.185Z`); the part up to the second is formatted
-    /// once per second.
-    mutating func timestamp() -> String {
-        let t = now
-        let whole = Int(t.rounded(.down))
-        if whole != second {
-            second = whole
-            let full = JSONLine.timestamp(Date(timeIntervalSince1970: Double(whole)))
-            prefix = String(full.dropLast(4))  // "…:SS."
-        }
-        let ms = min(999, max(0, Int((t - Double(whole)) * 1000)))
-        return prefix + (ms < 10 ? "00" : ms < 100 ? "0" : "") + String(ms) + "Z"
-    }
-}
-
 /// What a loop records about requests (issue 22's split of the loop context): its counters (`metrics`, with the
 /// dashboard's tally), the access log and the issuer's own lines, request ids, and the wall clock. Touched only on its
 /// loop's thread.
-final class RequestRecorder {
+package final class RequestRecorder {
     let loop: EventLoop
     let logSink: LogSink
     /// This loop's counters. Per-route request counters of configured routes wait in `routeSlots` until
     /// `foldRouteSlots()` (readers outside the request path call it first).
-    var metrics = LoopMetrics()
-    var clock = LoopClock()
+    package var metrics = LoopMetrics()
+    package var clock = LoopClock()
     /// Counters of the routes of `slotTable`, by route index (nil: no request since the last fold).
     private var routeSlots: [RouteSlot?] = []
     private var slotTable: Runtime?
@@ -100,7 +67,7 @@ final class RequestRecorder {
         return RequestID(bits: random.nextBits())
     }
 
-    func newRequestId() -> String { random.next() }
+    package func newRequestId() -> String { random.next() }
 
     /// A new random id whose text is made only when read.
     func newRequestID() -> RequestID { RequestID(bits: random.nextBits()) }
@@ -148,7 +115,7 @@ final class RequestRecorder {
 
     /// Moves the per-index route counters into `metrics.routes` by route name. Whoever reads `metrics` from outside
     /// the request path (a scrape's snapshot, the worker's accessor) calls this first, on the loop thread.
-    func foldRouteSlots() {
+    package func foldRouteSlots() {
         guard let table = slotTable else { return }
         for i in routeSlots.indices {
             guard let slot = routeSlots[i] else { continue }

@@ -1,3 +1,4 @@
+import ProxyCore
 import Foundation
 import AppCheck
 import GatewayConfig

@@ -1,3 +1,4 @@
+import ProxyCore
 import AppCheck
 import EventLoop
 import Foundation
@@ -63,7 +64,7 @@ struct Rejection {
 /// single-use consumption.
 ///
 /// The completion runs on the loop thread, synchronously on the fast path.
-final class AppCheckStep {
+package final class AppCheckStep {
     static let maxTokenLength = AppCheckToken.maxLength
     /// How long a request waits for the key-set refetch its unknown `kid` triggered.
     static let unknownKidWait = 5.0
@@ -79,7 +80,7 @@ final class AppCheckStep {
     let keyProvider: KeyRefetching?
     /// This loop's client of the replay store; nil until a route asks for replay protection (set at start, or by
     /// the reload that adds the first such route: `LoopEnvironment.attachReplayClient`).
-    var replayClient: ReplayClient?
+    package var replayClient: ReplayClient?
     /// This loop's view of Firebase's key set; replaced through `setKeys`.
     private(set) var keys: LoopKeys?
     /// The key sets of `app_check.trusted_issuers` (another deployment's issuer), in configuration order, each with
@@ -386,17 +387,5 @@ final class AppCheckStep {
         if let next = waiters.map(\.deadline).min() {
             loop.schedule(waiterTimer, at: loop.now + .nanoseconds(max(0.01, next - now)))
         }
-    }
-}
-
-/// `app_check.outdated_client`: a header and a compiled regular expression.
-struct OutdatedClientMatcher: @unchecked Sendable {
-    let headerLowercased: String
-    /// NSRegularExpression is immutable after creation and documented as safe to use from several threads.
-    let regex: NSRegularExpression
-
-    func matches(_ headers: HTTPHeaders) -> Bool {
-        guard let value = headers.firstValue(forLowercased: headerLowercased) else { return false }
-        return regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
     }
 }

@@ -41,18 +41,18 @@ extension ClientConnection {
 
     /// Closes the connection if it is between requests (graceful drain); otherwise marks it to close after the
     /// current response.
-    func drain() {
+    package func drain() {
         if machine.drain(idle: exchange == nil && outBuf.isEmpty && inBuf.isEmpty) { close() }
     }
 
     /// Closes at once, dropping anything in flight.
-    func abort() { close() }
+    package func abort() { close() }
 
     func close(_ cause: Exchange.Cancellation = .connectionClosed) {
         guard case .close(let wasHandshaking, let relay) = machine.close() else { return }
         // A tunnel closed from here (shutdown's end) ends both its sides; the relay's own ending calls back in, and
         // finds this connection closed.
-        defer { relay?.finish(.shutdown) }
+        defer { relay?.endpoint.finish(.shutdown) }
         timeouts.closed()
         context.loop.cancel(timer)
         if let ex = exchange {
@@ -95,7 +95,7 @@ extension ClientConnection {
     /// Reads and drops what arrived; closes once the plan's bytes are in, at the end of the client's stream, on an
     /// error, or when time is up.
     func lingerRead() {
-        guard machine.state == .lingering else { return }
+        guard case .lingering = machine.state else { return }
         var sawBytes = false
         var plan = linger ?? .untilClientCloses
         let finished: Bool = withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { scratch in

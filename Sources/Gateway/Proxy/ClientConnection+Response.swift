@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import HTTPWire
 
@@ -106,14 +107,4 @@ enum RequestBodyState {
     case length(remaining: Int64)
     case chunked(ChunkedDecoder)
     case done
-}
-
-/// How the response body is framed towards an HTTP/1.1 client.
-enum ClientResponseFraming {
-    case pending
-    case none
-    case length(remaining: Int64)
-    case chunked
-    /// HTTP/1.0 client and a response of unknown length: the body ends when we close.
-    case close
 }

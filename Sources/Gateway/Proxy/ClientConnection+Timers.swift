@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 
 /// The HTTP/1.1 connection's one timer, driven by its `RequestDeadlines`, and the hand-over to HTTP/2.

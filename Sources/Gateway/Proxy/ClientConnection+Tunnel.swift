@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import Glibc
 import HTTPWire
@@ -21,7 +22,7 @@ extension ClientConnection {
         outBuf.append(static: "\r\n\r\n")
         exchange = nil
         timeouts.closed()
-        machine.tunnelOpened(relay)
+        machine.tunnelOpened(TunnelHandle(relay))
     }
 
     /// Bytes the client sent after its handshake and that were read with it (a client should wait for the `101`,
@@ -43,5 +44,5 @@ extension ClientConnection {
     }
 
     /// True while the connection is a tunnel (`gateway_connections{state="tunnel"}`).
-    var isTunnel: Bool { if case .tunnel = machine.state { return true } else { return false } }
+    package var isTunnel: Bool { if case .tunnel = machine.state { return true } else { return false } }
 }

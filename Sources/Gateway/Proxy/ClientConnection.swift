@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import Glibc
 import HTTPWire
@@ -13,16 +14,16 @@ import HTTPWire
 /// Requests start only from this connection's own input loop (`processInput`): a pipelined request waiting behind
 /// one that an upstream answered starts at the end of the loop's batch of events (`inputTurnDue`), never inside the
 /// upstream connection's callback.
-final class ClientConnection: EventHandler, ExchangeResponder {
+package final class ClientConnection: EventHandler, ExchangeResponder {
     static let readSize = 16 * 1024
 
-    let fd: Int32
+    package let fd: Int32
     /// The loop's context outlives this object (`Unretained`: no reference-count traffic per access).
     private let contextRef: Unretained<LoopEnvironment>
     var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
     /// Where this connection reports closing or moving to HTTP/2 (the worker, which outlives its connections).
     unowned let connections: any ConnectionTable
-    let peer: SocketAddress
+    package let peer: SocketAddress
     /// The peer's address as text, formatted once per connection (for `X-Forwarded-For`).
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
@@ -37,7 +38,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// ended, whether it is kept alive after the exchange (`HTTP1ConnectionStateMachine`). This class performs.
     var machine: HTTP1ConnectionStateMachine
     /// epoll reported the end of the client's stream (handed to HTTP/2 with the socket).
-    var peerHungUp: Bool { machine.peer == .ended }
+    package var peerHungUp: Bool { machine.peer == .ended }
     /// The connection closes after a response given while the client was still sending (a body not read, bytes
     /// after a malformed head): it lingers instead of closing at once, so the client reads that response rather
     /// than a reset (ClientConnection+Closing.swift).
@@ -46,7 +47,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     var lingerEnds: UInt64 = 0
     var clientVersionMinor = 1
     /// Set by `begin`, cleared by `exchangeFinished` and `close` (ClientConnection+Closing.swift) only.
-    var exchange: Exchange?
+    package var exchange: Exchange?
     /// How the current request's body is framed on this connection (decoded here, handed to the exchange).
     private var bodyFraming = RequestBodyState.none
     /// How the current response's body is framed towards the client.
@@ -58,12 +59,12 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
 
     /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
-    let transport: Transport
+    package let transport: Transport
     /// `X-Forwarded-Proto` of this connection.
     var scheme: String { transport.isTLS ? "https" : "http" }
     var peerTrusted: Bool { context.runtime.isTrusted(peer) }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
+    package init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
          transport: Transport = .plain) {
         self.fd = fd
         self.connections = connections
@@ -81,7 +82,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
 
     // MARK: events
 
-    func handleEvent(_ events: UInt32) {
+    package func handleEvent(_ events: UInt32) {
         let hangup = events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0
         var tls: TLSStream?
         if case .tls(let stream) = transport { tls = stream }
@@ -91,7 +92,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         switch machine.socketEvent(hangup: hangup, readable: readable) {
         case .ignore: return
         case .linger: lingerRead()
-        case .relay(let relay): relay.clientEvent(events)
+        case .relay(let relay): relay.endpoint.clientEvent(events)
         case .clientGone: clientGone()
         case .handshake: if let tls { continueHandshake(tls) }
         case .serve(let read):
@@ -103,7 +104,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// Starts serving: a new connection must start its first request (or the h2c preface) within
     /// `header_timeout` from accept, like nginx's `client_header_timeout` (for TLS: the handshake must finish
     /// within it), so a silent connection holds a slot no longer than a slow head would.
-    func start() {
+    package func start() {
         syncTimer()
         if case .tls(let stream) = transport {
             continueHandshake(stream)
@@ -392,7 +393,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
             if mayLinger && linger == nil { linger = Linger(unreadBody: bodyFraming, buffered: inBuf.readable) }
             bodyFraming = .none
             flush()
-            if machine.state == .closing && outBuf.isEmpty { closeOrLinger() }
+            if case .closing = machine.state, outBuf.isEmpty { closeOrLinger() }
         case .awaitNextRequest:
             exchange = nil
             bodyFraming = .none

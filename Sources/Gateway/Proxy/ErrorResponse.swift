@@ -1,15 +1,16 @@
+import ProxyCore
 import EventLoop
 
 /// The answers the gateway gives itself (docs/behaviour.md): JSON `{"error":…,"reason":…,"request_id":…}` with
 /// `Content-Type: application/json`, the request id, and `Retry-After` on 503s.
-enum ErrorResponse {
+package enum ErrorResponse {
     /// The JSON body of docs/behaviour.md, shared by HTTP/1.1 and HTTP/2 answers; it ends with a newline, so
     /// `curl -i` output does not run into the next response.
-    static func body(code: String, reason: String, requestId: String) -> String {
+    package static func body(code: String, reason: String, requestId: String) -> String {
         "{\"error\":\"\(code)\",\"reason\":\"\(reason)\",\"request_id\":\"\(requestId)\"}\n"
     }
 
-    static func write(into out: IOBuffer, status: Int, code: String, reason: String, requestId: String, close: Bool,
+    package static func write(into out: IOBuffer, status: Int, code: String, reason: String, requestId: String, close: Bool,
                       retryAfter: Int?, headOnly: Bool) {
         let body = Self.body(code: code, reason: reason, requestId: requestId)
         ResponseHeadWriter.writeStatusLine(status, into: out)
@@ -30,7 +31,7 @@ enum ErrorResponse {
     /// The reason phrase of every status the gateway writes itself (its own errors, the issuer's answers, the
     /// admin listener): RFC 9110 §15's registry, and 429 (RFC 6585). A status outside it gets an empty phrase,
     /// which HTTP/1.1 allows (RFC 9112 §4) — never a made-up word.
-    static func reasonPhrase(_ status: Int) -> String {
+    package static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 100: "Continue"
         case 101: "Switching Protocols"

@@ -1,3 +1,4 @@
+import ProxyCore
 import HTTPWire
 
 /// The answers the exchange writes itself (docs/behaviour.md JSON errors, built-in responses; on a gRPC call its

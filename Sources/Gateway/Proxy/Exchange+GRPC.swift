@@ -1,3 +1,5 @@
+import ProxyCore
+
 /// What a gRPC call adds to its exchange (SPEC §6.1): no check of its own (admission and the App Check step are every
 /// request's), only the refusal of an upstream that cannot carry it and the end of its `grpc-timeout`. Its answers
 /// take gRPC's form in `errorAnswer` (Exchange+Answers.swift).

@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import GatewayConfig
 import HTTPWire
@@ -69,7 +70,7 @@ extension Exchange {
     /// connections become the tunnel. False when this exchange asked for no tunnel or is over.
     func upstreamUpgraded(_ head: HTTPResponseHead, connection up: UpstreamConnection) -> Bool {
         guard case .requested(let idle) = tunnel, let client = responder as? ClientConnection,
-              machine.upstreamHead() == .writeHead else { return false }
+              case .writeHead = machine.upstreamHead() else { return false }
         upstreamEnd = context.loop.now
         status = 101
         upstream = nil

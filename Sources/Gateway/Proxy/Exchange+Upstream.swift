@@ -1,3 +1,4 @@
+import ProxyCore
 import HTTPWire
 
 /// `Exchange`: the flow signals and the trailers of the upstream seam (SPEC §6.1 "Trailers").

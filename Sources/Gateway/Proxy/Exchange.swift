@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import HTTPWire
 
@@ -12,7 +13,7 @@ import HTTPWire
 /// Its lifecycle is `ExchangeStateMachine`, stored inline: every input (adapter, App Check step, upstream
 /// connection, deadline) is fed to the machine as an event, and this class performs the action it returns (talks to
 /// the upstream pool, the responder and the loop context). It decides nothing about order or state itself.
-final class Exchange: UpstreamOwner {
+package final class Exchange: UpstreamOwner {
     // MARK: what the log line and metrics record
 
     let method: String
@@ -325,7 +326,9 @@ final class Exchange: UpstreamOwner {
             sendBody(bytes, to: up)
             // Held is held, whether this part began it or came after (HTTP/2 delivers the DATA already in flight:
             // each of those parts must stay unacknowledged too, or the client's window reopens).
-            return machine.upstreamBacklog(up.requestBacklog) != .pauseInput && !machine.inputHeld
+            // Pattern matches, not `==`: the derived `==` of ProxyCore's enums is a call across the module per use.
+            if case .pauseInput = machine.upstreamBacklog(up.requestBacklog) { return false }
+            return !machine.inputHeld
         case .bufferBuiltinPart:
             if machine.bodyReceived > Int64(builtinBodyReserved),
                let refusal = reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) {
@@ -458,14 +461,14 @@ final class Exchange: UpstreamOwner {
     // MARK: upstream (UpstreamOwner)
 
     func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
-        guard machine.upstreamHead() == .writeHead, let responder else { return true }
+        guard case .writeHead = machine.upstreamHead(), let responder else { return true }
         upstreamEnd = context.loop.now
         status = head.status
         return responder.writeHead(head, framing: framing, exchange: self)
     }
 
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
-        guard data.count > 0, machine.upstreamPart() == .writePart, let responder else { return true }
+        guard data.count > 0, case .writePart = machine.upstreamPart(), let responder else { return true }
         return relayPart(data, to: responder)
     }
 
@@ -473,7 +476,7 @@ final class Exchange: UpstreamOwner {
 
     func upstreamFailed(_ kind: UpstreamFailure) {
         let action = machine.upstreamFailed(kind)
-        guard action != .none else { return }
+        if case .none = action { return }
         upstream = nil
         context.recorder.countUpstreamError(self, kind)
         perform(action)

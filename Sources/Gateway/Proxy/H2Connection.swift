@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import HTTPWire
 
@@ -10,7 +11,7 @@ import HTTPWire
 /// Backpressure: nghttp2's output is pulled only while the socket keeps up (`outBuf` under `Backpressure.highWater`);
 /// request DATA is acknowledged (`consume`) only once handed to the upstream, so a slow upstream slows the
 /// client through flow control.
-final class H2Connection: EventHandler, H2SessionDelegate {
+package final class H2Connection: EventHandler, H2SessionDelegate {
     static let readSize = 16 * 1024
     /// Response bytes one connection may hold for its streams (beside each stream's own 64 KiB,
     /// `H2Limits.outputLowWatermark`); past it every stream stops reading its upstream until clients read.
@@ -24,7 +25,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
     /// Where this connection reports closing (the worker, which outlives its connections).
     private unowned let connections: any ConnectionTable
-    let peer: SocketAddress
+    package let peer: SocketAddress
     let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
@@ -57,7 +58,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     var scheme: String { transport.isTLS ? "https" : "http" }
 
-    init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
+    package init(fd: Int32, peer: SocketAddress, context: LoopEnvironment, connections: any ConnectionTable,
          transport: Transport) {
         self.fd = fd
         self.connections = connections
@@ -72,7 +73,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     /// Takes over with the bytes already read (the h2c preface, or nothing after a TLS handshake). `peerHungUp`: the
     /// HTTP/1.1 connection was already told the client's stream ended (an edge is reported once, so it is passed on).
-    func start(initial: UnsafeRawBufferPointer, peerHungUp: Bool) {
+    package func start(initial: UnsafeRawBufferPointer, peerHungUp: Bool) {
         machine = H2ConnectionStateMachine(peerEnded: peerHungUp)
         armIdle()
         if initial.count > 0 { feed(initial) }
@@ -92,11 +93,11 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         }
     }
 
-    var isActive: Bool { !streams.isEmpty }
+    package var isActive: Bool { !streams.isEmpty }
 
     // MARK: I/O
 
-    func handleEvent(_ events: UInt32) {
+    package func handleEvent(_ events: UInt32) {
         guard machine.socketEvent(hangup: events & (EventLoop.readHangup | EventLoop.hangup | EventLoop.error) != 0)
         else { return }
         readFromSocket()
@@ -161,7 +162,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
 
     // MARK: session events
 
-    func h2(_ session: H2ServerSession, didReceiveRequest streamID: Int32, head: HTTPRequestHead, endStream: Bool) {
+    package func h2(_ session: H2ServerSession, didReceiveRequest streamID: Int32, head: HTTPRequestHead, endStream: Bool) {
         let stream = H2StreamExchange(streamID: streamID, connection: self)
         streams[streamID] = stream
         machine.requestReceived()
@@ -173,36 +174,36 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         }
     }
 
-    func h2(_ session: H2ServerSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
+    package func h2(_ session: H2ServerSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
         streams[streamID]?.requestData(bytes)
     }
 
-    func h2(_ session: H2ServerSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders) {
+    package func h2(_ session: H2ServerSession, didReceiveTrailers streamID: Int32, _ trailers: HTTPHeaders) {
         streams[streamID]?.exchange?.receiveTrailers(trailers)
     }
 
-    func h2(_ session: H2ServerSession, didEndStream streamID: Int32) {
+    package func h2(_ session: H2ServerSession, didEndStream streamID: Int32) {
         streams[streamID]?.requestEnded()
     }
 
-    func h2(_ session: H2ServerSession, didResetStream streamID: Int32, errorCode: H2ErrorCode) {
+    package func h2(_ session: H2ServerSession, didResetStream streamID: Int32, errorCode: H2ErrorCode) {
         streams.removeValue(forKey: streamID)?.cancelled()
         armIdle()
     }
 
-    func h2(_ session: H2ServerSession, didCloseStream streamID: Int32) {
+    package func h2(_ session: H2ServerSession, didCloseStream streamID: Int32) {
         streams.removeValue(forKey: streamID)?.cancelled()
         armIdle()
     }
 
-    func h2(_ session: H2ServerSession, streamExceededHeaderLimit streamID: Int32) {
+    package func h2(_ session: H2ServerSession, streamExceededHeaderLimit streamID: Int32) {
         let stream = H2StreamExchange(streamID: streamID, connection: self)
         streams[streamID] = stream
         machine.requestReceived()
         stream.refuseHeadersTooLarge()
     }
 
-    func h2(_ session: H2ServerSession, didDrainOutput streamID: Int32) {
+    package func h2(_ session: H2ServerSession, didDrainOutput streamID: Int32) {
         streams[streamID]?.outputDrained()
     }
 
@@ -331,7 +332,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
     // MARK: lifecycle
 
     /// Graceful shutdown: GOAWAY, in-flight streams finish, then the connection closes.
-    func drain() {
+    package func drain() {
         session.goAway()
         flush()
     }
@@ -362,7 +363,7 @@ final class H2Connection: EventHandler, H2SessionDelegate {
         }
     }
 
-    func abort() { close() }
+    package func abort() { close() }
 
     /// The client is gone: the end of its byte stream (EOF, a TLS `close_notify`, a half-close included) or a failed
     /// read or write ends the connection and all its streams at once (SPEC §6): every stream's upstream request is

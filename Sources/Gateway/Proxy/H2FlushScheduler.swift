@@ -4,7 +4,7 @@
 /// upstream connections (`H2UpstreamConnection.scheduleFlush`) write the same way: a request's HEADERS, its DATA and
 /// its end, and every other stream's frames of the batch, leave in one write (they took one `write` each before, three
 /// per unary gRPC call). One per loop; touched only on its thread.
-final class H2FlushScheduler {
+package final class H2FlushScheduler {
     private var queue: [H2Connection] = []
     private var upstreams: [H2UpstreamConnection] = []
 

@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import HTTPWire
 

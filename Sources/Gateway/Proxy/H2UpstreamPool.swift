@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 
 /// The HTTP/2 connections of one event loop to one `h2` upstream (SPEC §6.1): every exchange gets a stream on the

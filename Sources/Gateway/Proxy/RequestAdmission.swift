@@ -1,3 +1,4 @@
+import ProxyCore
 import HTTPWire
 
 /// The checks every request passes before the App Check step, whatever its protocol: the request target

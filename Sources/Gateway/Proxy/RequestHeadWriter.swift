@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import GatewayConfig
 import HTTPWire
@@ -12,7 +13,7 @@ import HTTPWire
 /// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
 enum RequestHeadWriter {
     /// The head as a new array (tests and slow paths); nil when a value would carry CR, LF or NUL.
-    static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
+    package static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
                       requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
                       scheme: String) -> [UInt8]? {
         let out = IOBuffer(capacity: 0)
@@ -197,7 +198,7 @@ enum RequestHeadWriter {
 /// Writes the response head sent to the client: status line, upstream headers minus hop-by-hop ones,
 /// our `X-Request-Id`, and framing fitting the client (chunked for HTTP/1.1 when the length is unknown;
 /// for HTTP/1.0, a close-delimited body).
-enum ResponseHeadWriter {
+package enum ResponseHeadWriter {
     static func write(_ head: HTTPResponseHead, framing: ResponseBodyFraming, into out: IOBuffer, requestId: RequestID,
                       responseFraming: inout ClientResponseFraming, clientVersionMinor: Int, closeAfterResponse: inout Bool) {
         writeStatusLine(head.status, into: out)
@@ -238,7 +239,7 @@ enum ResponseHeadWriter {
 
     /// `HTTP/1.1 NNN ` (with the space before the reason phrase), written in place: the one status-line writer
     /// for proxied responses, the gateway's own answers and the admin listener.
-    static func writeStatusLine(_ status: Int, into out: IOBuffer) {
+    package static func writeStatusLine(_ status: Int, into out: IOBuffer) {
         out.append(static: "HTTP/1.1 ")
         if status >= 100 && status <= 999 {
             out.append(byte: UInt8(ascii: "0") &+ UInt8(status / 100))

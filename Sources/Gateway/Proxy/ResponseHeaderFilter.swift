@@ -1,4 +1,5 @@
 import HTTPWire
+import ProxyCore
 
 /// Which of an upstream's response fields reach the client, for HTTP/1.1 and HTTP/2 alike (docs/behaviour.md):
 /// hop-by-hop fields and those named in `Connection` are removed (RFC 9110 §7.6.1), the upstream's `X-Request-Id`

@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import Glibc
 
@@ -11,7 +12,7 @@ import Glibc
 /// Lifetime: the two connections and the relay hold each other until the tunnel ends; `finish` closes both sides,
 /// which drops their states and breaks the cycle. It records the exchange once, with `status` 101, the bytes each
 /// way and how it ended.
-final class TunnelRelay: Equatable {
+final class TunnelRelay: TunnelEndpoint {
     let client: ClientConnection
     let upstream: UpstreamConnection
     let exchange: Exchange
@@ -29,8 +30,6 @@ final class TunnelRelay: Equatable {
     /// is read until `EAGAIN` or EOF from then on.
     private var clientHungUp = false
     private var upstreamHungUp = false
-
-    static func == (a: TunnelRelay, b: TunnelRelay) -> Bool { a === b }
 
     init(client: ClientConnection, upstream: UpstreamConnection, exchange: Exchange, idleTimeout: UInt64,
          loop: EventLoop) {

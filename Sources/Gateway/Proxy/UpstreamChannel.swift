@@ -1,3 +1,4 @@
+import ProxyCore
 import HTTPWire
 
 /// The exchange's side of the upstream seam: what an `Exchange` tells the upstream it was given by its pool. One HTTP/1.1

@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import Glibc
 
@@ -8,7 +9,7 @@ extension UpstreamConnection {
     func enterTunnel(_ relay: TunnelRelay) {
         client = nil
         disarmForTunnel()
-        machine.tunnelOpened(relay)
+        machine.tunnelOpened(TunnelHandle(relay))
     }
 
     /// Bytes the upstream sent after its `101` and that were read with it.

@@ -1,3 +1,4 @@
+import ProxyCore
 import EventLoop
 import Glibc
 import HTTPWire
@@ -59,7 +60,7 @@ final class UpstreamConnection: EventHandler {
     }
 
     /// True when an idle connection can take a new request.
-    var isUsable: Bool { machine.state == .idle && inBuf.isEmpty }
+    var isUsable: Bool { machine.isIdle && inBuf.isEmpty }
 
     /// `upgrade`: the request is a WebSocket handshake (a new connection, never pooled after).
     func attach(_ client: UpstreamOwner, method: String, reused: Bool, upgrade: Bool = false) {
@@ -92,13 +93,13 @@ final class UpstreamConnection: EventHandler {
 
     func send(_ bytes: [UInt8]) {
         outBuf.append(bytes)
-        if machine.state == .active { flushOut() }
+        if machine.isActive { flushOut() }
     }
 
     func send(_ bytes: UnsafeRawBufferPointer) {
         outBuf.append(bytes)
         if streamIdleTimeout != 0 { streamMoved() }
-        if machine.state == .active { flushOut() }
+        if machine.isActive { flushOut() }
     }
 
     func sendChunk(_ data: UnsafeRawBufferPointer) {
@@ -108,12 +109,12 @@ final class UpstreamConnection: EventHandler {
         outBuf.append(data)
         outBuf.append(Self.crlf)
         if streamIdleTimeout != 0 { streamMoved() }
-        if machine.state == .active { flushOut() }
+        if machine.isActive { flushOut() }
     }
 
     func sendLastChunk() {
         outBuf.append(Self.lastChunk)
-        if machine.state == .active { flushOut() }
+        if machine.isActive { flushOut() }
     }
 
     private static let crlf: [UInt8] = [13, 10]
@@ -158,7 +159,7 @@ final class UpstreamConnection: EventHandler {
     func handleEvent(_ events: UInt32) {
         switch machine.state {
         case .closed: return
-        case .tunnel(let relay): relay.upstreamEvent(events); return
+        case .tunnel(let relay): relay.endpoint.upstreamEvent(events); return
         case .connecting, .active, .idle: break
         }
         if case .connecting(let stage) = machine.state {
@@ -188,7 +189,7 @@ final class UpstreamConnection: EventHandler {
         if tls != nil || hangup || events & EventLoop.readable != 0 {
             if machine.socketEvent(hangup: hangup) { readResponse() }
         }
-        if machine.state == .active && (tls != nil || events & EventLoop.writable != 0) { flushOut() }
+        if machine.isActive && (tls != nil || events & EventLoop.writable != 0) { flushOut() }
     }
 
     /// Reads go into the loop's scratch buffer when nothing is pending.
@@ -213,7 +214,7 @@ final class UpstreamConnection: EventHandler {
             if machine.readHeld { machine.readStopped(); return }
             switch transportRead() {
             case .processed(let n):
-                if machine.state == .idle {
+                if machine.isIdle {
                     // An idle connection must stay silent; anything else means it is unusable.
                     pool.remove(self)
                     close()
@@ -231,7 +232,7 @@ final class UpstreamConnection: EventHandler {
                 endOfInput()
                 return
             case .error:
-                if machine.state == .idle { pool.remove(self); close(); return }
+                if machine.isIdle { pool.remove(self); close(); return }
                 fail(machine.failure)
                 return
             }
@@ -256,7 +257,7 @@ final class UpstreamConnection: EventHandler {
     }
 
     private func processResponse() {
-        while machine.state == .active, let client {
+        while machine.isActive, let client {
             switch phase {
             case .head, .upgradeHead:
                 if inBuf.isEmpty { return }
@@ -409,7 +410,7 @@ final class UpstreamConnection: EventHandler {
         guard !machine.isClosed, deadline != 0 else { return }
         let now = pool.context.loop.now
         if now < deadline { pool.context.loop.schedule(timer, at: deadline); return }  // not closed (guarded above)
-        if machine.state == .idle {
+        if machine.isIdle {
             pool.remove(self)
             close()
             return

@@ -1,3 +1,4 @@
+import ProxyCore
 import HTTPWire
 
 /// Whoever an upstream exchange answers to: an HTTP/1.1 client connection, or one HTTP/2 stream.

@@ -1,8 +1,9 @@
+import ProxyCore
 import GatewayConfig
 
 /// A loop's upstream pools, one per configured upstream, by index (issue 22's split of the loop context), and their
 /// reconciliation across configuration generations.
-struct UpstreamPools {
+package struct UpstreamPools {
     private var pools: [UpstreamPool] = []
 
     @inline(__always)
@@ -42,7 +43,7 @@ struct UpstreamPools {
     }
 
     /// Closes idle upstream connections and makes busy ones close when done (shutdown).
-    func retireAll() {
+    package func retireAll() {
         for p in pools { p.retire() }
     }
 }

@@ -3,7 +3,7 @@ import EventLoop
 /// A loop's shared buffers (issue 22's split of the loop context): the read buffer connections borrow while reading,
 /// the always-empty stand-in for a connection with nothing pending, and the buffer an exchange writes the upstream
 /// request head into. Touched only on its loop's thread.
-final class LoopBuffers {
+package final class LoopBuffers {
     /// The read buffer client and upstream connections borrow while reading (`lendScratch`): a connection keeps a
     /// buffer of its own only for bytes left over after processing.
     private let scratch = IOBuffer(capacity: 64 * 1024)

@@ -1,3 +1,4 @@
+import ProxyCore
 import AppCheck
 import CSystemShims
 import EventLoop
@@ -8,7 +9,7 @@ import ReplayStores
 
 /// The connections of a loop, as the request path sees them: where a connection reports that it closed or that it
 /// now speaks HTTP/2. The `Worker` implements it; each connection is handed it at `init`.
-protocol ConnectionTable: AnyObject {
+package protocol ConnectionTable: AnyObject {
     func connectionClosed(_ conn: ClientConnection)
     func h2ConnectionClosed(_ conn: H2Connection)
     /// The socket of `conn` continues as an HTTP/2 connection with `initial` bytes already read.
@@ -25,27 +26,27 @@ protocol ConnectionTable: AnyObject {
 /// What changes while it serves is state, changed only through its methods: the configuration generation
 /// (`apply`), the key sets (`setKeys`, `setTrustedKeys`), the replay client a reload adds (`attachReplayClient`)
 /// and draining (`beginDrain`).
-final class LoopEnvironment {
-    let loop: EventLoop
-    let logSink: LogSink
-    private(set) var runtime: Runtime
-    let recorder: RequestRecorder
-    let buffers = LoopBuffers()
-    let h2Flush = H2FlushScheduler()
+package final class LoopEnvironment {
+    package let loop: EventLoop
+    package let logSink: LogSink
+    package private(set) var runtime: Runtime
+    package let recorder: RequestRecorder
+    package let buffers = LoopBuffers()
+    package let h2Flush = H2FlushScheduler()
     /// Process-wide counters (connections, buffered bytes, the built-in body budget, client resets).
-    let shared: SharedState
+    package let shared: SharedState
     /// Requests the gateway answers itself (the issuer's API), matched before routes.
-    let builtins: [BuiltinHandler]
+    package let builtins: [BuiltinHandler]
     /// Verifies tokens against this loop's key sets; owns them and the replay client.
-    let appCheck: AppCheckStep
-    private(set) var pools = UpstreamPools()
+    package let appCheck: AppCheckStep
+    package private(set) var pools = UpstreamPools()
     /// Set when the server drains: responses say `Connection: close`.
-    private(set) var draining = false
+    package private(set) var draining = false
 
     /// `ownKeys`: the gateway's own issuer's public keys (nil without `issuer:`); `keyProvider`: Firebase's key set's
     /// fetcher (nil with `jwks.url: none`); `replayClient`: this loop's client of the replay store (nil when no route
     /// asks for replay protection).
-    init(loop: EventLoop, runtime: Runtime, logSink: LogSink, shared: SharedState, builtins: [BuiltinHandler] = [],
+    package init(loop: EventLoop, runtime: Runtime, logSink: LogSink, shared: SharedState, builtins: [BuiltinHandler] = [],
          ownKeys: JWKSet? = nil, keyProvider: KeyRefetching? = nil, replayClient: ReplayClient? = nil) {
         self.loop = loop
         self.runtime = runtime
@@ -73,35 +74,35 @@ final class LoopEnvironment {
     }
 
     /// The wall clock (Unix seconds) of token checks: the recorder's, the one the request path reads.
-    var wallClock: Double { recorder.clock.now }
+    package var wallClock: Double { recorder.clock.now }
 
     /// Client stream resets across connections and loops.
-    var resetBudget: ClientResetBudget { shared.resetBudget }
+    package var resetBudget: ClientResetBudget { shared.resetBudget }
 
     /// A new key set for this loop; requests waiting on an unknown `kid` verify again.
-    func setKeys(_ keys: LoopKeys) { appCheck.setKeys(keys) }
+    package func setKeys(_ keys: LoopKeys) { appCheck.setKeys(keys) }
 
     /// A new key set for trusted issuer `index`.
-    func setTrustedKeys(_ keys: LoopKeys, index: Int) { appCheck.setTrustedKeys(keys, index: index) }
+    package func setTrustedKeys(_ keys: LoopKeys, index: Int) { appCheck.setTrustedKeys(keys, index: index) }
 
     /// The replay store a reload added (the first route asking for replay protection).
-    func attachReplayClient(_ client: ReplayClient) { appCheck.replayClient = client }
+    package func attachReplayClient(_ client: ReplayClient) { appCheck.replayClient = client }
 
     /// Switches to a new configuration generation; requests in flight finish on the old one (`UpstreamPools.apply`).
-    func apply(_ new: Runtime) {
+    package func apply(_ new: Runtime) {
         let old = runtime
         runtime = new
         pools.apply(new, after: old, context: self)
     }
 
     /// From now on responses say `Connection: close` (the server drains).
-    func beginDrain() { draining = true }
+    package func beginDrain() { draining = true }
 
     /// Trims the heap one second after asked (`H2Connection.syncBuffered`): by then the streams' upstream
     /// connections and buffers of the burst are freed too.
     private let trimTimer = LoopTimer { CSystemShims_malloc_trim() }
 
-    func scheduleMemoryTrim() {
+    package func scheduleMemoryTrim() {
         if !trimTimer.isArmed { loop.schedule(trimTimer, at: loop.now + 1_000_000_000) }
     }
 
@@ -109,7 +110,7 @@ final class LoopEnvironment {
     /// (`ClientConnection.scheduleInputTurn`): each takes it at the end of the batch.
     private var inputTurns: [ClientConnection] = []
 
-    func scheduleInputTurn(_ connection: ClientConnection) {
+    package func scheduleInputTurn(_ connection: ClientConnection) {
         inputTurns.append(connection)
     }
 

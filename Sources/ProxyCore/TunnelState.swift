@@ -1,0 +1,149 @@
+/// The state of one WebSocket tunnel after `101` (SPEC §6.1), as a value: what each direction may do, the bytes
+/// relayed, the idle deadline and how it ended. No socket and no clock (`now` comes with every event), so each rule
+/// is unit-tested without a loop (`TunnelStateTests`); `TunnelRelay` performs what it decides.
+///
+/// Rules:
+/// - Each direction buffers at most `highWater` bytes towards its receiving side: a read takes at most `room`, and
+///   at no room the direction is `paused` (its sending side is not read, so TCP pushes back on the sender) until
+///   the receiving side's buffer drains to `lowWater`.
+/// - A sending side's FIN (end of its stream) makes its direction `ending`: what is buffered is written, then the
+///   receiving side's write half is shut (`shut`). Both directions shut: the tunnel ended `closed`.
+/// - An error on either side, `idleTimeout` without a byte moving either way, or shutdown closes both at once.
+public struct TunnelState: Equatable, Sendable {
+    public enum Side: Equatable, Sendable {
+        case client, upstream
+        public var other: Side { self == .client ? .upstream : .client }
+    }
+
+    /// One direction, named by the side that sends into it.
+    public enum Flow: Equatable, Sendable {
+        /// Relaying. `paused`: the receiving side's buffer is full; the sending side is not read.
+        case open(paused: Bool)
+        /// The sending side ended its stream; the buffered bytes are being written before the write half is shut.
+        case ending
+        /// The receiving side's write half is shut.
+        case shut
+    }
+
+    /// How a tunnel ended (the `tunnel_end` log field).
+    public enum Outcome: String, Equatable, Sendable {
+        /// Both sides ended their streams (each FIN passed on).
+        case closed
+        /// No byte moved either way for the idle bound.
+        case idleTimeout = "idle_timeout"
+        /// Reading from or writing to the client failed (a reset).
+        case clientError = "client_error"
+        /// Reading from or writing to the upstream failed.
+        case upstreamError = "upstream_error"
+        /// The gateway closed it (`SIGTERM` at the end of `shutdown_grace`).
+        case shutdown
+    }
+
+    /// What the timer's firing means.
+    public enum Timer: Equatable, Sendable {
+        /// Bytes moved since it was set: run it again at this time.
+        case reschedule(UInt64)
+        /// The idle bound passed: close both sides.
+        case expired
+        /// The tunnel is over.
+        case none
+    }
+
+    /// Client → upstream.
+    public private(set) var fromClient = Flow.open(paused: false)
+    /// Upstream → client.
+    public private(set) var fromUpstream = Flow.open(paused: false)
+    /// Bytes read from the client (relayed to the upstream).
+    public private(set) var bytesIn: Int64 = 0
+    /// Bytes read from the upstream (relayed to the client).
+    public private(set) var bytesOut: Int64 = 0
+    /// When a byte last moved (monotonic nanoseconds).
+    public private(set) var lastMoved: UInt64
+    public let idleTimeout: UInt64
+    public let highWater: Int
+    public let lowWater: Int
+    public private(set) var outcome: Outcome?
+
+    public init(now: UInt64, idleTimeout: UInt64, highWater: Int = Backpressure.highWater,
+         lowWater: Int = Backpressure.lowWater) {
+        lastMoved = now
+        self.idleTimeout = idleTimeout
+        self.highWater = highWater
+        self.lowWater = lowWater
+    }
+
+    public var isDone: Bool { outcome != nil }
+    /// When the idle bound passes, unless a byte moves first.
+    public var idleDeadline: UInt64 { lastMoved &+ idleTimeout }
+
+    public func flow(from side: Side) -> Flow { side == .client ? fromClient : fromUpstream }
+
+    private mutating func set(_ side: Side, _ flow: Flow) {
+        if side == .client { fromClient = flow } else { fromUpstream = flow }
+    }
+
+    /// How many bytes the next read from `side` may take, given `buffered` bytes waiting for the other side; 0 when
+    /// the direction is not open or has no room (it is then `paused` if it was open).
+    public mutating func room(from side: Side, buffered: Int) -> Int {
+        guard !isDone, case .open = flow(from: side) else { return 0 }
+        let room = highWater - buffered
+        if room <= 0 {
+            set(side, .open(paused: true))
+            return 0
+        }
+        return room
+    }
+
+    /// `count` bytes were read from `side` at `now`.
+    public mutating func moved(from side: Side, _ count: Int, now: UInt64) {
+        guard count > 0 else { return }
+        if side == .client { bytesIn += Int64(count) } else { bytesOut += Int64(count) }
+        lastMoved = now
+    }
+
+    /// Bytes were written to a side at `now` (a write counts as movement too: a slow reader still reading is not idle).
+    public mutating func wrote(now: UInt64) { lastMoved = now }
+
+    /// `side` ended its stream.
+    public mutating func ended(from side: Side) {
+        guard !isDone, case .open = flow(from: side) else { return }
+        set(side, .ending)
+    }
+
+    /// The buffer towards `side.other` holds `buffered` bytes after a write. Returns what to do for the direction
+    /// from `side`: resume reading it (`true`) when it was paused and the buffer is down to `lowWater`.
+    public mutating func drained(towards receiver: Side, buffered: Int) -> Bool {
+        let sender = receiver.other
+        guard !isDone, flow(from: sender) == .open(paused: true), buffered <= lowWater else { return false }
+        set(sender, .open(paused: false))
+        return true
+    }
+
+    /// The direction from `side` should shut its receiver's write half now: it is `ending` and nothing is left.
+    public func shouldShut(from side: Side, buffered: Int) -> Bool {
+        !isDone && flow(from: side) == .ending && buffered == 0
+    }
+
+    /// The receiver of `side`'s direction had its write half shut. True when both directions are shut: the caller
+    /// ends the tunnel `closed` (`end`) and closes both sides.
+    public mutating func shut(from side: Side) -> Bool {
+        guard !isDone else { return false }
+        set(side, .shut)
+        return fromClient == .shut && fromUpstream == .shut
+    }
+
+    /// The tunnel ends with `outcome`; false when it had ended already (the caller does nothing then).
+    public mutating func end(_ outcome: Outcome) -> Bool {
+        guard !isDone else { return false }
+        self.outcome = outcome
+        return true
+    }
+
+    /// The idle timer fired at `now`.
+    public mutating func timerFired(now: UInt64) -> Timer {
+        guard !isDone else { return .none }
+        if now < idleDeadline { return .reschedule(idleDeadline) }
+        outcome = .idleTimeout
+        return .expired
+    }
+}
