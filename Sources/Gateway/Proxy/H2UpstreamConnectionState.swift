@@ -1,6 +1,9 @@
 /// The lifecycle of one HTTP/2 connection to an upstream (`H2UpstreamConnection`), as a value type: events in, actions
 /// out, no sockets, no clock (tests feed events and compare actions). The data lives in the states: the number of
-/// streams the connection carries, and the server's `SETTINGS_MAX_CONCURRENT_STREAMS` once it is open.
+/// streams the connection carries, and the server's `SETTINGS_MAX_CONCURRENT_STREAMS` once it is open. Beside the
+/// state, as in `H2ConnectionStateMachine`: how far the transport is (`Transport`), whether nghttp2 is running
+/// (`Delivery`: a close asked for meanwhile waits in `closing` until it returns) and whether a write is scheduled for
+/// the end of the loop's batch (`FlushTurn`).
 ///
 /// Rules (SPEC §6.1): streams may be opened while connecting (their HEADERS wait in the session) and while open, up to
 /// the server's concurrency limit (`initialMaxConcurrent`, RFC 9113 §6.5.2's recommended minimum, until its SETTINGS
@@ -15,10 +18,25 @@ struct H2UpstreamConnectionState: Equatable {
         case open(streams: Int, maxConcurrent: Int)
         /// GOAWAY received or retired: the `streams` left finish, no new one.
         case draining(streams: Int)
+        /// Closed while nghttp2 was running (a callback ended the last stream): nghttp2 forbids freeing its session from
+        /// a callback, so the last frames are written and the socket closed once the call returned (`closeOwedDone`).
+        case closing
         case closed
     }
 
+    /// How far the byte stream is: the TCP connect under way, TCP up (the TLS handshake, if any, next), or `ready`
+    /// (TCP and TLS up: the session's frames may be written).
+    enum Transport: Equatable { case tcpConnecting, tcpConnected, ready }
+
+    /// nghttp2 is `running` (`receive` or `send`): it forbids calling either, or freeing the session, from its callbacks.
+    enum Delivery: Equatable { case idle, running }
+
+    /// A write is `scheduled` for the end of the loop's batch of events (`H2FlushScheduler`).
+    enum FlushTurn: Equatable { case none, scheduled }
+
     enum Event: Equatable {
+        /// The TCP connect completed (the TLS handshake, if any, follows).
+        case tcpConnected
         /// TCP (and TLS) is up; `h2`: prior knowledge, or ALPN selected `h2`.
         case connected(h2: Bool)
         /// Connecting failed (refused, TLS) with this failure.
@@ -52,12 +70,17 @@ struct H2UpstreamConnectionState: Equatable {
     static let initialMaxConcurrent = 100
 
     private(set) var state = State.connecting(streams: 0, retired: false)
+    private(set) var transport: Transport
+    private(set) var delivery = Delivery.idle
+    private(set) var flushTurn = FlushTurn.none
     /// The limit assumed until this connection's SETTINGS arrive: the last one another connection to the same upstream
     /// heard (`H2UpstreamPool.knownMaxConcurrent`), else `initialMaxConcurrent`.
     let assumedMaxConcurrent: Int
 
-    init(assumedMaxConcurrent: Int = Self.initialMaxConcurrent) {
+    /// `tcpConnected`: the socket's `connect` completed at once (a local upstream, often).
+    init(assumedMaxConcurrent: Int = Self.initialMaxConcurrent, tcpConnected: Bool = false) {
         self.assumedMaxConcurrent = max(1, assumedMaxConcurrent)
+        transport = tcpConnected ? .tcpConnected : .tcpConnecting
     }
 
     /// Whether a new stream may be opened on this connection now.
@@ -65,22 +88,62 @@ struct H2UpstreamConnectionState: Equatable {
         switch state {
         case .connecting(let n, let retired): return !retired && n < assumedMaxConcurrent
         case .open(let n, let max): return n < max
-        case .draining, .closed: return false
+        case .draining, .closing, .closed: return false
         }
     }
 
     var streams: Int {
         switch state {
         case .connecting(let n, _), .open(let n, _), .draining(let n): return n
-        case .closed: return 0
+        case .closing, .closed: return 0
         }
     }
 
-    var isClosed: Bool { state == .closed }
+    /// Closed, or closing once nghttp2 returns: nothing more is read, no event moves it.
+    var isClosed: Bool { state == .closed || state == .closing }
+
+    /// A close waits for nghttp2 to return (`closing`).
+    var closeOwed: Bool { state == .closing }
+
+    /// nghttp2 is called (`receive`, `send`); its callbacks follow, synchronously.
+    mutating func sessionCallStarted() { delivery = .running }
+    mutating func sessionCallEnded() { delivery = .idle }
+
+    /// The owed close is done now: true when there was one (the caller closes the socket).
+    mutating func closeOwedDone() -> Bool {
+        guard state == .closing else { return false }
+        state = .closed
+        return true
+    }
+
+    /// A write is wanted: true when it must be scheduled (not scheduled yet).
+    mutating func flushWanted() -> Bool {
+        guard flushTurn == .none else { return false }
+        flushTurn = .scheduled
+        return true
+    }
+
+    /// The scheduled write is due.
+    mutating func flushDue() { flushTurn = .none }
 
     mutating func handle(_ event: Event) -> Action {
+        switch event {
+        case .tcpConnected: if transport == .tcpConnecting { transport = .tcpConnected }
+        case .connected: transport = .ready
+        default: break
+        }
+        let action = transition(event)
+        // A close from inside nghttp2 (a stream ended in one of its callbacks) waits until it returns.
+        if action == .close && delivery == .running {
+            state = .closing
+            return .none
+        }
+        return action
+    }
+
+    private mutating func transition(_ event: Event) -> Action {
         switch (state, event) {
-        case (.closed, _):
+        case (.closed, _), (.closing, _), (_, .tcpConnected):
             return .none
 
         case (.connecting(let n, let retired), .connected(let h2)):
