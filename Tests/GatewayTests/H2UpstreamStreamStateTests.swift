@@ -13,7 +13,7 @@ import Testing
         switch state {
         case .created:
             break
-        case .active(let request, let response):
+        case .active(let response, let request):
             _ = m.handle(.headSubmitted(endStream: request == .headOnly, now: 0))
             if request == .sending || request == .ended { _ = m.handle(.body(now: 0)) }
             if request == .ended { _ = m.handle(.end(now: 0)) }
@@ -47,13 +47,13 @@ import Testing
         var testDescription: String { "\(from)\(reused ? " reused" : "") + \(event) → \(to), \(action)" }
     }
 
-    static let fresh = S.active(request: .headSent, response: .awaitingHead)
-    static let flowing = S.active(request: .headSent, response: .flowing)
+    static let fresh = S.active(response: .awaitingHead, request: .headSent)
+    static let flowing = S.active(response: .flowing, request: .headSent)
 
     static let rows: [Row] = [
         // created: the head is not in the session yet
         Row(from: .created, event: .headSubmitted(endStream: false, now: 5), to: fresh, action: .arm(15)),
-        Row(from: .created, event: .headSubmitted(endStream: true, now: 5), to: .active(request: .headOnly, response: .awaitingHead), action: .arm(15)),
+        Row(from: .created, event: .headSubmitted(endStream: true, now: 5), to: .active(response: .awaitingHead, request: .headOnly), action: .arm(15)),
         Row(from: .created, event: .body(now: 1), to: .created, action: .none),
         Row(from: .created, event: .end(now: 1), to: .created, action: .none),
         Row(from: .created, event: .responseHead(now: 1, streamIdleTimeout: 0), to: .created, action: .none),
@@ -66,8 +66,8 @@ import Testing
         Row(from: .created, event: .connectionFailed(.reset), to: .done, action: .fail(.reset, reset: false)),
         Row(from: .created, reused: true, event: .connectionFailed(.reset), to: .done, action: .fail(.staleConnection, reset: false)),
         // head sent, body may follow, no response yet
-        Row(from: fresh, event: .body(now: 3), to: .active(request: .sending, response: .awaitingHead), action: .send),
-        Row(from: fresh, event: .end(now: 3), to: .active(request: .ended, response: .awaitingHead), action: .send),
+        Row(from: fresh, event: .body(now: 3), to: .active(response: .awaitingHead, request: .sending), action: .send),
+        Row(from: fresh, event: .end(now: 3), to: .active(response: .awaitingHead, request: .ended), action: .send),
         Row(from: fresh, event: .headSubmitted(endStream: false, now: 3), to: fresh, action: .none),
         Row(from: fresh, event: .responseHead(now: 4, streamIdleTimeout: 0), to: flowing, action: .deliverHead(arm: 14)),
         Row(from: fresh, event: .responseHead(now: 4, streamIdleTimeout: 50), to: flowing, action: .deliverHead(arm: 54)),
@@ -87,37 +87,37 @@ import Testing
         Row(from: fresh, event: .timer(now: 5), to: fresh, action: .arm(10)),
         Row(from: fresh, event: .timer(now: 10), to: .done, action: .fail(.responseTimeout, reset: true)),
         // head only (END_STREAM with the head): complete, still movable
-        Row(from: .active(request: .headOnly, response: .awaitingHead), event: .body(now: 3), to: .active(request: .headOnly, response: .awaitingHead), action: .none),
-        Row(from: .active(request: .headOnly, response: .awaitingHead), event: .end(now: 3), to: .active(request: .headOnly, response: .awaitingHead), action: .none),
-        Row(from: .active(request: .headOnly, response: .awaitingHead), event: .streamFailed(.refused), to: .active(request: .headOnly, response: .awaitingHead), action: .move),
+        Row(from: .active(response: .awaitingHead, request: .headOnly), event: .body(now: 3), to: .active(response: .awaitingHead, request: .headOnly), action: .none),
+        Row(from: .active(response: .awaitingHead, request: .headOnly), event: .end(now: 3), to: .active(response: .awaitingHead, request: .headOnly), action: .none),
+        Row(from: .active(response: .awaitingHead, request: .headOnly), event: .streamFailed(.refused), to: .active(response: .awaitingHead, request: .headOnly), action: .move),
         // body given: no more moves
-        Row(from: .active(request: .sending, response: .awaitingHead), event: .body(now: 3), to: .active(request: .sending, response: .awaitingHead), action: .send),
-        Row(from: .active(request: .sending, response: .awaitingHead), event: .end(now: 3), to: .active(request: .ended, response: .awaitingHead), action: .send),
-        Row(from: .active(request: .sending, response: .awaitingHead), event: .streamFailed(.refused), to: .done, action: .fail(.staleConnection, reset: false)),
-        Row(from: .active(request: .ended, response: .awaitingHead), event: .body(now: 3), to: .active(request: .ended, response: .awaitingHead), action: .none),
-        Row(from: .active(request: .ended, response: .awaitingHead), event: .end(now: 3), to: .active(request: .ended, response: .awaitingHead), action: .none),
-        Row(from: .active(request: .ended, response: .awaitingHead), event: .streamFailed(.refused), to: .done, action: .fail(.staleConnection, reset: false)),
+        Row(from: .active(response: .awaitingHead, request: .sending), event: .body(now: 3), to: .active(response: .awaitingHead, request: .sending), action: .send),
+        Row(from: .active(response: .awaitingHead, request: .sending), event: .end(now: 3), to: .active(response: .awaitingHead, request: .ended), action: .send),
+        Row(from: .active(response: .awaitingHead, request: .sending), event: .streamFailed(.refused), to: .done, action: .fail(.staleConnection, reset: false)),
+        Row(from: .active(response: .awaitingHead, request: .ended), event: .body(now: 3), to: .active(response: .awaitingHead, request: .ended), action: .none),
+        Row(from: .active(response: .awaitingHead, request: .ended), event: .end(now: 3), to: .active(response: .awaitingHead, request: .ended), action: .none),
+        Row(from: .active(response: .awaitingHead, request: .ended), event: .streamFailed(.refused), to: .done, action: .fail(.staleConnection, reset: false)),
         // response flowing
         Row(from: flowing, event: .streamFailed(.refused), to: .done, action: .fail(.staleConnection, reset: false)),
         Row(from: flowing, reused: true, event: .streamFailed(.connectionClosed), to: .done, action: .fail(.reset, reset: true)),
         Row(from: flowing, reused: true, event: .connectionFailed(.reset), to: .done, action: .fail(.reset, reset: true)),
-        Row(from: flowing, event: .body(now: 3), to: .active(request: .sending, response: .flowing), action: .send),
+        Row(from: flowing, event: .body(now: 3), to: .active(response: .flowing, request: .sending), action: .send),
         Row(from: flowing, event: .responseHead(now: 4, streamIdleTimeout: 0), to: flowing, action: .deliverHead(arm: 14)),
-        Row(from: flowing, event: .clientFull, to: .active(request: .headSent, response: .paused(unconsumed: 0)), action: .none),
+        Row(from: flowing, event: .clientFull, to: .active(response: .paused(unconsumed: 0), request: .headSent), action: .none),
         Row(from: flowing, event: .responseData(count: 7, now: 3), to: flowing, action: .deliverData),
         Row(from: flowing, event: .delivered(count: 7, more: true), to: flowing, action: .consume(7)),
-        Row(from: flowing, event: .delivered(count: 7, more: false), to: .active(request: .headSent, response: .paused(unconsumed: 7)), action: .none),
+        Row(from: flowing, event: .delivered(count: 7, more: false), to: .active(response: .paused(unconsumed: 7), request: .headSent), action: .none),
         Row(from: flowing, event: .clientDrained, to: flowing, action: .none),
         Row(from: flowing, event: .complete, to: .done, action: .complete),
         Row(from: flowing, event: .abandon, to: .done, action: .abandon(reset: true)),
         Row(from: flowing, event: .timer(now: 10), to: .done, action: .fail(.responseTimeout, reset: true)),
         // response paused: bytes held until the client drains
-        Row(from: .active(request: .headSent, response: .paused(unconsumed: 7)), event: .responseData(count: 3, now: 3), to: .active(request: .headSent, response: .paused(unconsumed: 7)), action: .deliverData),
-        Row(from: .active(request: .headSent, response: .paused(unconsumed: 7)), event: .delivered(count: 3, more: true), to: .active(request: .headSent, response: .paused(unconsumed: 10)), action: .none),
-        Row(from: .active(request: .headSent, response: .paused(unconsumed: 7)), event: .clientDrained, to: flowing, action: .consume(7)),
-        Row(from: .active(request: .headSent, response: .paused(unconsumed: 7)), event: .clientFull, to: .active(request: .headSent, response: .paused(unconsumed: 7)), action: .none),
-        Row(from: .active(request: .headSent, response: .paused(unconsumed: 0)), event: .clientDrained, to: flowing, action: .none),
-        Row(from: .active(request: .headSent, response: .paused(unconsumed: 7)), event: .complete, to: .done, action: .complete),
+        Row(from: .active(response: .paused(unconsumed: 7), request: .headSent), event: .responseData(count: 3, now: 3), to: .active(response: .paused(unconsumed: 7), request: .headSent), action: .deliverData),
+        Row(from: .active(response: .paused(unconsumed: 7), request: .headSent), event: .delivered(count: 3, more: true), to: .active(response: .paused(unconsumed: 10), request: .headSent), action: .none),
+        Row(from: .active(response: .paused(unconsumed: 7), request: .headSent), event: .clientDrained, to: flowing, action: .consume(7)),
+        Row(from: .active(response: .paused(unconsumed: 7), request: .headSent), event: .clientFull, to: .active(response: .paused(unconsumed: 7), request: .headSent), action: .none),
+        Row(from: .active(response: .paused(unconsumed: 0), request: .headSent), event: .clientDrained, to: flowing, action: .none),
+        Row(from: .active(response: .paused(unconsumed: 7), request: .headSent), event: .complete, to: .done, action: .complete),
         // done: nothing moves; bytes still arriving are acknowledged so the connection's window stays open
         Row(from: .done, event: .responseData(count: 5, now: 3), to: .done, action: .consume(5)),
         Row(from: .done, event: .delivered(count: 5, more: true), to: .done, action: .consume(5)),

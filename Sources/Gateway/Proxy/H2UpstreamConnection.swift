@@ -24,12 +24,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     let pool: UpstreamPool
     let tls: TLSStream?
     private(set) var machine: H2UpstreamConnectionState
-    /// Built on first use (it needs `self` as its delegate).
-    private(set) lazy var session = H2ClientSession(limits: H2Limits(
-        initialWindowSize: Self.streamWindow, connectionWindowSize: Self.connectionWindow,
-        maxHeaderListBytes: pool.context.runtime.upstreamParserLimits.maxHeadBytes,
-        maxHeaders: pool.context.runtime.upstreamParserLimits.maxHeaders), delegate: self,
-        assumedMaxConcurrent: machine.assumedMaxConcurrent, clock: { [unowned loop = pool.context.loop] in loop.now })
+    let session: H2ClientSession
     /// Streams with an id (their HEADERS submitted), by id.
     private var streams: [Int32: H2UpstreamStream] = [:]
     /// Streams that completed on this connection (a failure without any response byte on a connection that served
@@ -48,6 +43,13 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
         self.fd = fd
         self.pool = pool
         self.tls = tls
+        let limits = pool.context.runtime.upstreamParserLimits
+        session = H2ClientSession(limits: H2Limits(
+            initialWindowSize: Self.streamWindow, connectionWindowSize: Self.connectionWindow,
+            maxHeaderListBytes: limits.maxHeadBytes, maxHeaders: limits.maxHeaders), delegate: nil,
+            assumedMaxConcurrent: assumedMaxConcurrent, clock: { [unowned loop = pool.context.loop] in loop.now })
+        // The session is built before `self` may be used; nothing reaches the delegate before `start`.
+        session.delegate = self
     }
 
     /// Arms the connect deadline and, on a plain socket already connected, sends the preface: called once the

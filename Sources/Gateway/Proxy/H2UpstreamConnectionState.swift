@@ -134,7 +134,7 @@ struct H2UpstreamConnectionState: Equatable {
         }
         let action = transition(event)
         // A close from inside nghttp2 (a stream ended in one of its callbacks) waits until it returns.
-        if action == .close && delivery == .running {
+        if delivery == .running, case .close = action {
             state = .closing
             return .none
         }

@@ -60,13 +60,13 @@ final class H2UpstreamStream: UpstreamChannel {
     }
 
     func sendBody(_ bytes: UnsafeRawBufferPointer, chunked: Bool) {
-        guard bytes.count > 0, id > 0, machine.handle(.body(now: context.loop.now)) == .send else { return }
+        guard bytes.count > 0, id > 0, case .send = machine.handle(.body(now: context.loop.now)) else { return }
         connection.session.sendData(streamID: id, bytes, endStream: false)
         connection.scheduleFlush()
     }
 
     func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
-        guard id > 0, machine.handle(.end(now: context.loop.now)) == .send else { return }
+        guard id > 0, case .send = machine.handle(.end(now: context.loop.now)) else { return }
         if let trailers, !trailers.isEmpty {
             var list = H2HeaderList()
             TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
@@ -110,7 +110,7 @@ final class H2UpstreamStream: UpstreamChannel {
     }
 
     func responseData(_ bytes: UnsafeRawBufferPointer) {
-        guard let owner, machine.handle(.responseData(count: bytes.count, now: context.loop.now)) == .deliverData else {
+        guard let owner, case .deliverData = machine.handle(.responseData(count: bytes.count, now: context.loop.now)) else {
             connection.session.consume(streamID: id, bytes: bytes.count)
             return
         }

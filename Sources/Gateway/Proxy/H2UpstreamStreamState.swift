@@ -43,7 +43,7 @@ struct H2UpstreamStreamState: Equatable {
     enum State: Equatable {
         /// The head is not submitted yet (no stream id).
         case created
-        case active(request: Request, response: Response)
+        case active(response: Response, request: Request)
         /// Completed, failed or abandoned: nothing moves it.
         case done
     }
@@ -114,12 +114,14 @@ struct H2UpstreamStreamState: Equatable {
     /// Moves of a refused stream to another connection, at most.
     static let maxMoves = 3
 
+    // (Declared in this order, the response before the request, the one-byte fields together: the machine is part of
+    // every stream object.)
     private(set) var state = State.created
-    private(set) var deadline = Deadline.none
-    private(set) var moves = 0
     /// What the connection failing under the stream before its response head means: `stale_connection` on a connection
     /// that had served other streams (it may have been closed by the server meanwhile), else `reset`.
     private(set) var lossBeforeResponse: UpstreamFailure
+    private(set) var deadline = Deadline.none
+    private(set) var moves = 0
     /// `response_timeout`, nanoseconds.
     let responseTimeout: UInt64
 
@@ -141,7 +143,7 @@ struct H2UpstreamStreamState: Equatable {
             return .none
 
         case (.created, .headSubmitted(let endStream, let now)):
-            state = .active(request: endStream ? .headOnly : .headSent, response: .awaitingHead)
+            state = .active(response: .awaitingHead, request: endStream ? .headOnly : .headSent)
             return .arm(arm(now, after: responseTimeout, kind: .responseTimeout))
         case (.created, .fail(let kind)), (.active, .fail(let kind)):
             return fail(kind)
@@ -149,7 +151,7 @@ struct H2UpstreamStreamState: Equatable {
             let reset = state != .created
             end()
             return .abandon(reset: reset)
-        case (.created, .connectionFailed(let kind)), (.active(_, .awaitingHead), .connectionFailed(let kind)):
+        case (.created, .connectionFailed(let kind)), (.active(.awaitingHead, _), .connectionFailed(let kind)):
             return fail(kind == .reset ? lossBeforeResponse : kind)
         case (.active, .connectionFailed(let kind)):
             return fail(kind)
@@ -158,39 +160,39 @@ struct H2UpstreamStreamState: Equatable {
         case (.created, _):
             return .none
 
-        case (.active(let request, let response), .body(let now)):
+        case (.active(let response, let request), .body(let now)):
             guard request.isOpen else { return .none }
-            state = .active(request: .sending, response: response)
+            state = .active(response: response, request: .sending)
             pushDeadline(now)
             return .send
-        case (.active(let request, let response), .end(let now)):
+        case (.active(let response, let request), .end(let now)):
             guard request.isOpen else { return .none }
-            state = .active(request: .ended, response: response)
+            state = .active(response: response, request: .ended)
             pushDeadline(now)
             return .send
-        case (.active(let request, let response), .responseHead(let now, let idle)):
-            if response == .awaitingHead { state = .active(request: request, response: .flowing) }
+        case (.active(let response, let request), .responseHead(let now, let idle)):
+            if response == .awaitingHead { state = .active(response: .flowing, request: request) }
             let at = idle != 0 ? arm(now, after: idle, kind: .streamIdleTimeout)
                 : arm(now, after: responseTimeout, kind: .responseTimeout)
             return .deliverHead(arm: at)
-        case (.active(let request, let response), .clientFull):
+        case (.active(let response, let request), .clientFull):
             if case .paused = response { return .none }
-            state = .active(request: request, response: .paused(unconsumed: 0))
+            state = .active(response: .paused(unconsumed: 0), request: request)
             return .none
         case (.active, .responseData(_, let now)):
             pushDeadline(now)
             return .deliverData
-        case (.active(let request, let response), .delivered(let count, let more)):
+        case (.active(let response, let request), .delivered(let count, let more)):
             // Taken by a client that can take more: acknowledged. Else (or while paused) held until it drains.
             if case .paused(let n) = response {
-                state = .active(request: request, response: .paused(unconsumed: n + count))
+                state = .active(response: .paused(unconsumed: n + count), request: request)
                 return .none
             }
             if more { return .consume(count) }
-            state = .active(request: request, response: .paused(unconsumed: count))
+            state = .active(response: .paused(unconsumed: count), request: request)
             return .none
-        case (.active(let request, .paused(let unconsumed)), .clientDrained):
-            state = .active(request: request, response: .flowing)
+        case (.active(.paused(let unconsumed), let request), .clientDrained):
+            state = .active(response: .flowing, request: request)
             return unconsumed > 0 ? .consume(unconsumed) : .none
         case (.active, .clientDrained):
             return .none
@@ -215,13 +217,13 @@ struct H2UpstreamStreamState: Equatable {
         case .refused:
             // Not processed by the server (RFC 9113 §8.7): sent again elsewhere while nothing but the head went.
             switch state {
-            case .active(let request, .awaitingHead) where request.movable && moves < Self.maxMoves: return .move
+            case .active(.awaitingHead, let request) where request.movable && moves < Self.maxMoves: return .move
             default: return fail(.staleConnection)
             }
         case .malformed: return fail(.badResponse)
         case .reset: return fail(.reset)
         case .connectionClosed:
-            if case .active(_, let response) = state, response != .awaitingHead { return fail(.reset) }
+            if case .active(let response, _) = state, response != .awaitingHead { return fail(.reset) }
             return fail(lossBeforeResponse)
         }
     }
