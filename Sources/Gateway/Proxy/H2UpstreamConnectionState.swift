@@ -126,30 +126,32 @@ struct H2UpstreamConnectionState: Equatable {
     /// The scheduled write is due.
     mutating func flushDue() { flushTurn = .none }
 
-    mutating func handle(_ event: Event) -> Action {
-        switch event {
-        case .tcpConnected: if transport == .tcpConnecting { transport = .tcpConnected }
-        case .connected: transport = .ready
-        default: break
-        }
-        let action = transition(event)
-        // A close from inside nghttp2 (a stream ended in one of its callbacks) waits until it returns.
-        if delivery == .running, case .close = action {
+    /// Nothing left on the connection: `close`, or, from inside nghttp2 (a stream ended in one of its callbacks),
+    /// `closing` until it returns.
+    private mutating func close() -> Action {
+        if delivery == .running {
             state = .closing
             return .none
         }
-        return action
+        state = .closed
+        return .close
     }
 
-    private mutating func transition(_ event: Event) -> Action {
+    mutating func handle(_ event: Event) -> Action {
         switch (state, event) {
-        case (.closed, _), (.closing, _), (_, .tcpConnected):
+        case (.closed, _), (.closing, _):
+            return .none
+        case (.connecting, .tcpConnected):
+            transport = .tcpConnected
+            return .none
+        case (_, .tcpConnected):
             return .none
 
         case (.connecting(let n, let retired), .connected(let h2)):
+            transport = .ready
             guard h2 else { state = .closed; return .failStreams(.notH2) }
             if retired {
-                if n == 0 { state = .closed; return .close }
+                if n == 0 { return close() }
                 state = .draining(streams: n)
                 return .flush
             }
@@ -166,11 +168,11 @@ struct H2UpstreamConnectionState: Equatable {
             return .none
         case (.connecting(let n, let retired), .streamEnded):
             // A stream abandoned before the connection was up.
-            if retired && n <= 1 { state = .closed; return .close }
+            if retired && n <= 1 { return close() }
             state = .connecting(streams: max(0, n - 1), retired: retired)
             return .none
         case (.connecting(let n, _), .retire):
-            if n == 0 { state = .closed; return .close }
+            if n == 0 { return close() }
             state = .connecting(streams: n, retired: true)
             return .none
         case (.connecting, .goAway), (.connecting, .settings), (.connecting, .idleDeadline):
@@ -186,18 +188,17 @@ struct H2UpstreamConnectionState: Equatable {
             state = .open(streams: max(0, n - 1), maxConcurrent: m)
             return n <= 1 ? .armIdle : .none
         case (.open(let n, _), .goAway), (.open(let n, _), .retire):
-            if n == 0 { state = .closed; return .close }
+            if n == 0 { return close() }
             state = .draining(streams: n)
             return .none
         case (.open(let n, _), .idleDeadline):
             if n > 0 { return .none }
-            state = .closed
-            return .close
+            return close()
         case (.open, .connected), (.open, .connectFailed), (.open, .connectDeadline):
             return .none
 
         case (.draining(let n), .streamEnded):
-            if n <= 1 { state = .closed; return .close }
+            if n <= 1 { return close() }
             state = .draining(streams: n - 1)
             return .none
         case (.draining(let n), .streamOpened):
