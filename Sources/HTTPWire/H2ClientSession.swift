@@ -52,8 +52,9 @@ public final class H2ClientSession {
     /// Creates the session and queues the connection preface, our SETTINGS and the connection WINDOW_UPDATE (call
     /// `send`). `assumedMaxConcurrent`: streams sent at most before the server's SETTINGS arrive (default 100, RFC 9113
     /// §6.5.2's recommended minimum; capped by `limits.maxConcurrentStreams`).
-    /// `clock`: monotonic nanoseconds for the control-frame budget.
-    public init(limits: H2Limits = .default, delegate: H2ClientSessionDelegate, assumedMaxConcurrent: Int = 100,
+    /// `clock`: monotonic nanoseconds for the control-frame budget. `delegate` may be nil and set before the first
+    /// `receive` (an owner that is itself the delegate builds the session in its own `init`).
+    public init(limits: H2Limits = .default, delegate: H2ClientSessionDelegate?, assumedMaxConcurrent: Int = 100,
                 clock: @escaping () -> UInt64 = H2ClientSession.monotonicNanoseconds) {
         self.limits = limits
         self.delegate = delegate

@@ -9,6 +9,8 @@
 /// - A sending side's FIN (end of its stream) makes its direction `ending`: what is buffered is written, then the
 ///   receiving side's write half is shut (`shut`). Both directions shut: the tunnel ended `closed`.
 /// - An error on either side, `idleTimeout` without a byte moving either way, or shutdown closes both at once.
+/// - A side whose socket reported the peer's FIN (or an error) is `hungUp`: its end of stream brings no edge of its own,
+///   so from then on it is read until `EAGAIN` or EOF (`readEmptied`).
 public struct TunnelState: Equatable, Sendable {
     public enum Side: Equatable, Sendable {
         case client, upstream
@@ -49,6 +51,13 @@ public struct TunnelState: Equatable, Sendable {
         case none
     }
 
+    /// What a side's socket reported of its peer's stream (`open`, or `ended`: its FIN or an error came as an event).
+    public typealias PeerStream = HTTP1ConnectionStateMachine.PeerStream
+
+    /// The client's socket.
+    public private(set) var clientPeer: PeerStream
+    /// The upstream's socket.
+    public private(set) var upstreamPeer: PeerStream
     /// Client → upstream.
     public private(set) var fromClient = Flow.open(paused: false)
     /// Upstream → client.
@@ -64,8 +73,12 @@ public struct TunnelState: Equatable, Sendable {
     public let lowWater: Int
     public private(set) var outcome: Outcome?
 
+    /// `clientPeer`, `upstreamPeer`: what the connections heard before the tunnel opened (a FIN in the same burst as the
+    /// `101`, say, brings no event again).
     public init(now: UInt64, idleTimeout: UInt64, highWater: Int = Backpressure.highWater,
-         lowWater: Int = Backpressure.lowWater) {
+         lowWater: Int = Backpressure.lowWater, clientPeer: PeerStream = .open, upstreamPeer: PeerStream = .open) {
+        self.clientPeer = clientPeer
+        self.upstreamPeer = upstreamPeer
         lastMoved = now
         self.idleTimeout = idleTimeout
         self.highWater = highWater
@@ -92,6 +105,20 @@ public struct TunnelState: Equatable, Sendable {
             return 0
         }
         return room
+    }
+
+    public func peer(_ side: Side) -> PeerStream { side == .client ? clientPeer : upstreamPeer }
+
+    /// `side`'s socket reported the peer's FIN, a hang-up or an error.
+    public mutating func hungUp(_ side: Side) {
+        if side == .client { clientPeer = .ended } else { upstreamPeer = .ended }
+    }
+
+    /// A read from `side` returned `read` of the `asked` bytes: true when it emptied the socket, so reading again would
+    /// only return `EAGAIN` (with edge-triggered readiness the next bytes bring an event of their own). Never over TLS
+    /// (`tls`: a record may hold more than was asked for) nor once the peer hung up (its EOF comes with no event).
+    public func readEmptied(from side: Side, read: Int, asked: Int, tls: Bool) -> Bool {
+        read < asked && !tls && peer(side) == .open
     }
 
     /// `count` bytes were read from `side` at `now`.

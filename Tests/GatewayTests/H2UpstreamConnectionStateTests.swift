@@ -23,6 +23,14 @@ import Testing
             _ = m.handle(.connected(h2: true))
             open(n)
             _ = m.handle(.goAway)
+        case .closing:
+            // The last stream ends inside nghttp2's callbacks.
+            _ = m.handle(.connected(h2: true))
+            open(1)
+            _ = m.handle(.goAway)
+            m.sessionCallStarted()
+            _ = m.handle(.streamEnded)
+            m.sessionCallEnded()
         case .closed:
             _ = m.handle(.connectionLost)
         }
@@ -80,6 +88,13 @@ import Testing
         Row(from: .draining(streams: 1), event: .idleDeadline, to: .draining(streams: 1), action: .none),
         Row(from: .draining(streams: 1), event: .connectDeadline, to: .draining(streams: 1), action: .none),
         Row(from: .draining(streams: 1), event: .connectionLost, to: .closed, action: .failStreams(.reset)),
+        Row(from: .connecting(streams: 1, retired: false), event: .tcpConnected, to: .connecting(streams: 1, retired: false), action: .none),
+        Row(from: .open(streams: 1, maxConcurrent: 5), event: .tcpConnected, to: .open(streams: 1, maxConcurrent: 5), action: .none),
+        // closing (a close owed until nghttp2 returns): nothing moves but `closeOwedDone`
+        Row(from: .closing, event: .streamEnded, to: .closing, action: .none),
+        Row(from: .closing, event: .connectionLost, to: .closing, action: .none),
+        Row(from: .closing, event: .idleDeadline, to: .closing, action: .none),
+        Row(from: .closing, event: .retire, to: .closing, action: .none),
         // closed: nothing moves
         Row(from: .closed, event: .streamEnded, to: .closed, action: .none),
         Row(from: .closed, event: .connectionLost, to: .closed, action: .none),
@@ -108,5 +123,83 @@ import Testing
         var m = M(assumedMaxConcurrent: 5)
         #expect(m.handle(.connected(h2: true)) == .armIdle)
         #expect(m.state == .open(streams: 0, maxConcurrent: 5), "the assumed limit holds until SETTINGS")
+    }
+
+    /// Rows while nghttp2 runs (`receive`, `send`): a close waits in `closing` until the call returned; a failure of the
+    /// streams does not wait (it closes the socket, which nghttp2's `session.close()` reports to no stream left).
+    struct DeliveryRow: CustomTestStringConvertible, Sendable {
+        let from: S
+        let event: M.Event
+        let to: S
+        let action: M.Action
+        var testDescription: String { "running: \(from) + \(event) → \(to), \(action)" }
+    }
+
+    static let deliveryRows: [DeliveryRow] = [
+        DeliveryRow(from: .draining(streams: 1), event: .streamEnded, to: .closing, action: .none),
+        DeliveryRow(from: .open(streams: 0, maxConcurrent: 5), event: .goAway, to: .closing, action: .none),
+        DeliveryRow(from: .open(streams: 0, maxConcurrent: 5), event: .idleDeadline, to: .closing, action: .none),
+        DeliveryRow(from: .open(streams: 2, maxConcurrent: 5), event: .streamEnded, to: .open(streams: 1, maxConcurrent: 5), action: .none),
+        DeliveryRow(from: .open(streams: 1, maxConcurrent: 5), event: .streamEnded, to: .open(streams: 0, maxConcurrent: 5), action: .armIdle),
+        DeliveryRow(from: .open(streams: 2, maxConcurrent: 5), event: .connectionLost, to: .closed, action: .failStreams(.reset)),
+        DeliveryRow(from: .draining(streams: 2), event: .goAway, to: .draining(streams: 2), action: .none),
+    ]
+
+    @Test(arguments: deliveryRows)
+    func transitionWhileRunning(_ row: DeliveryRow) {
+        var m = Self.machine(row.from)
+        m.sessionCallStarted()
+        #expect(m.delivery == .running)
+        #expect(m.handle(row.event) == row.action)
+        #expect(m.state == row.to)
+        m.sessionCallEnded()
+        #expect(m.delivery == .idle)
+        #expect(m.closeOwed == (row.to == .closing))
+        if row.to == .closing {
+            #expect(m.isClosed, "nothing more is read")
+            let first = m.closeOwedDone()
+            #expect(first, "the caller closes the socket once")
+            #expect(m.state == .closed)
+            let second = m.closeOwedDone()
+            #expect(!second, "owed once")
+        }
+    }
+
+    /// The transport: TCP connecting → connected → ready (TCP and TLS up), from an asynchronous or an immediate connect;
+    /// a connect failure or deadline leaves it where it was (the socket closes without a TLS `close_notify` when TCP
+    /// never came up).
+    @Test func transportSteps() {
+        var m = M()
+        #expect(m.transport == .tcpConnecting)
+        #expect(m.handle(.tcpConnected) == .none)
+        #expect(m.transport == .tcpConnected)
+        #expect(m.handle(.connected(h2: true)) == .armIdle)
+        #expect(m.transport == .ready)
+        #expect(m.handle(.tcpConnected) == .none)
+        #expect(m.transport == .ready, "never back")
+
+        var immediate = M(tcpConnected: true)
+        #expect(immediate.transport == .tcpConnected)
+        #expect(immediate.handle(.connectDeadline) == .failStreams(.connectTimeout))
+        #expect(immediate.transport == .tcpConnected)
+
+        var refused = M()
+        #expect(refused.handle(.connectFailed(.connectRefused)) == .failStreams(.connectRefused))
+        #expect(refused.transport == .tcpConnecting)
+    }
+
+    /// One write per batch: scheduled once until it is due.
+    @Test func flushTurn() {
+        var m = M()
+        #expect(m.flushTurn == .none)
+        let first = m.flushWanted()
+        #expect(first)
+        #expect(m.flushTurn == .scheduled)
+        let second = m.flushWanted()
+        #expect(!second, "already scheduled")
+        m.flushDue()
+        #expect(m.flushTurn == .none)
+        let afterDue = m.flushWanted()
+        #expect(afterDue)
     }
 }

@@ -638,4 +638,38 @@ import TestSupport
         let late = s.timerFired(now: 40)
         #expect(late == TunnelState.Timer.none)
     }
+    /// A side's hang-up (its FIN, HUP or an error reported as an event, before the tunnel or during it) × the read that
+    /// follows: a short read empties a plain socket (no second read), except over TLS or once the peer hung up.
+    struct PeerRow: CustomTestStringConvertible, Sendable {
+        let before: TunnelState.PeerStream
+        let hangUp: Bool
+        let read: Int
+        let tls: Bool
+        let emptied: Bool
+        var testDescription: String { "\(before) hangUp:\(hangUp) read:\(read)/10 tls:\(tls) → emptied:\(emptied)" }
+    }
+
+    static let peerRows: [PeerRow] = [
+        PeerRow(before: .open, hangUp: false, read: 4, tls: false, emptied: true),
+        PeerRow(before: .open, hangUp: false, read: 10, tls: false, emptied: false),
+        PeerRow(before: .open, hangUp: false, read: 4, tls: true, emptied: false),
+        PeerRow(before: .open, hangUp: true, read: 4, tls: false, emptied: false),
+        PeerRow(before: .open, hangUp: true, read: 10, tls: false, emptied: false),
+        PeerRow(before: .ended, hangUp: false, read: 4, tls: false, emptied: false),
+        PeerRow(before: .ended, hangUp: true, read: 4, tls: false, emptied: false),
+        PeerRow(before: .ended, hangUp: false, read: 4, tls: true, emptied: false),
+    ]
+
+    @Test(arguments: peerRows)
+    func hangUpIsReadUntilEmpty(_ row: PeerRow) {
+        for side in [TunnelState.Side.client, .upstream] {
+            var s = TunnelState(now: 0, idleTimeout: 10, clientPeer: side == .client ? row.before : .open,
+                                upstreamPeer: side == .upstream ? row.before : .open)
+            if row.hangUp { s.hungUp(side) }
+            #expect(s.peer(side) == (row.hangUp ? .ended : row.before))
+            #expect(s.peer(side.other) == .open, "the other side is not affected")
+            #expect(s.readEmptied(from: side, read: row.read, asked: 10, tls: row.tls) == row.emptied, "\(side)")
+            #expect(s.flow(from: side) == .open(paused: false), "a hang-up alone does not end the direction")
+        }
+    }
 }

@@ -110,7 +110,7 @@ package final class Exchange: UpstreamOwner {
     private var upstreamSlot: ConnectionAddressKey?
     private var chunkedUpstream = false
     /// Trailers (Exchange+Upstream.swift): whether the client takes response trailers; the request's; the response's.
-    var acceptsTrailers = false
+    let acceptsTrailers: Bool
     var requestTrailers: HTTPHeaders?
     var responseTrailers: HTTPHeaders?
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
@@ -152,6 +152,7 @@ package final class Exchange: UpstreamOwner {
         id = requestId.map { RequestID(client: $0) } ?? context.recorder.newRequestID()
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
+        acceptsTrailers = false
         #if DEBUG
         responderCheck = responder
         #endif

@@ -25,7 +25,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     let pool: UpstreamPool
     let tls: TLSStream?
     private(set) var machine: H2UpstreamConnectionState
-    private(set) var session: H2ClientSession!
+    let session: H2ClientSession
     /// Streams with an id (their HEADERS submitted), by id.
     private var streams: [Int32: H2UpstreamStream] = [:]
     /// Streams that completed on this connection (a failure without any response byte on a connection that served
@@ -33,39 +33,31 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     private(set) var completedStreams = 0
     private let outBuf = IOBuffer(capacity: 16 * 1024)
     private let inBuf = IOBuffer(capacity: 0)
-    private var tcpConnected: Bool
-    private var transportUp = false
-    private var timer: LoopTimer!
+    /// Unowned: `closeSocket` cancels it, and nothing arms it after.
+    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     private var deadline: UInt64 = 0
-    /// Inside `session.receive` or `session.send`: nghttp2 forbids calling either (or freeing the session) from its
-    /// callbacks, so a flush or a close asked for meanwhile waits until the call returns.
-    private var inSession = false
-    private var pendingFlush = false
-    private var pendingClose = false
-    /// Queued on the loop's `H2FlushScheduler` for the end of the batch (`scheduleFlush`).
-    private var flushScheduled = false
 
     var context: LoopEnvironment { pool.context }
 
     init(fd: Int32, pool: UpstreamPool, connected: Bool, tls: TLSStream?, assumedMaxConcurrent: Int) {
-        machine = H2UpstreamConnectionState(assumedMaxConcurrent: assumedMaxConcurrent)
+        machine = H2UpstreamConnectionState(assumedMaxConcurrent: assumedMaxConcurrent, tcpConnected: connected)
         self.fd = fd
         self.pool = pool
         self.tls = tls
-        tcpConnected = connected
         let limits = pool.context.runtime.upstreamParserLimits
         session = H2ClientSession(limits: H2Limits(
             initialWindowSize: Self.streamWindow, connectionWindowSize: Self.connectionWindow,
-            maxHeaderListBytes: limits.maxHeadBytes, maxHeaders: limits.maxHeaders), delegate: self,
+            maxHeaderListBytes: limits.maxHeadBytes, maxHeaders: limits.maxHeaders), delegate: nil,
             assumedMaxConcurrent: assumedMaxConcurrent, clock: { [unowned loop = pool.context.loop] in loop.now })
-        timer = LoopTimer { [unowned self] in self.timerFired() }
+        // The session is built before `self` may be used; nothing reaches the delegate before `start`.
+        session.delegate = self
     }
 
     /// Arms the connect deadline and, on a plain socket already connected, sends the preface: called once the
     /// socket is registered with the loop (a registration that fails leaves no timer behind).
     func start() {
         arm(after: pool.settings.connectTimeout)
-        if tcpConnected && tls == nil { transportReady() }
+        if machine.transport == .tcpConnected && tls == nil { transportReady() }
     }
 
     var acceptsStream: Bool { machine.acceptsStream && session.terminationReason == nil }
@@ -115,7 +107,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
         case .armIdle:
             arm(after: Double(context.runtime.idleTimeoutNS) / 1e9)
         case .close:
-            if inSession { pendingClose = true; return }
+            // (From inside nghttp2 the machine answers `none` and waits in `closing`: see `finishPendingClose`.)
             flush()
             closeSocket()
         case .failStreams(let kind):
@@ -131,14 +123,14 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
 
     func handleEvent(_ events: UInt32) {
         guard !machine.isClosed else { return }
-        if !transportUp {
-            if !tcpConnected {
+        if machine.transport != .ready {
+            if machine.transport == .tcpConnecting {
                 guard events & (EventLoop.writable | EventLoop.error | EventLoop.hangup) != 0 else { return }
                 if Socket.pendingError(fd) != 0 || events & EventLoop.error != 0 {
                     perform(machine.handle(.connectFailed(.connectRefused)))
                     return
                 }
-                tcpConnected = true
+                perform(machine.handle(.tcpConnected))
             }
             if let tls {
                 switch tls.handshake() {
@@ -158,7 +150,6 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
 
     /// TCP (and TLS) is up: the session's preface and queued HEADERS may go.
     private func transportReady() {
-        transportUp = true
         deadline = 0
         let h2 = tls.map { $0.negotiatedALPN == "h2" } ?? true
         perform(machine.handle(.connected(h2: h2)))
@@ -169,11 +160,11 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
             let result = tls.map { $0.read(into: inBuf, max: Self.readSize) } ?? Socket.read(fd, into: inBuf, max: Self.readSize)
             switch result {
             case .processed:
-                inSession = true
+                machine.sessionCallStarted()
                 let status = session.receive(inBuf.readable)
-                inSession = false
+                machine.sessionCallEnded()
                 inBuf.clear()
-                if pendingClose {
+                if machine.closeOwed {
                     // flush writes the last frames (RST_STREAM, GOAWAY) and then closes.
                     flush()
                     finishPendingClose()
@@ -197,27 +188,24 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     /// Writes what the session has at the end of the loop's batch of events (`H2FlushScheduler`): what every stream
     /// queued meanwhile (HEADERS, DATA, trailers, RST_STREAM, WINDOW_UPDATE) leaves in one write, not one per call.
     func scheduleFlush() {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        context.h2Flush.schedule(upstream: self)
+        if machine.flushWanted() { context.h2Flush.schedule(upstream: self) }
     }
 
     /// Called by the loop's environment at the end of the batch.
     func scheduledFlushDue() {
-        flushScheduled = false
+        machine.flushDue()
         flush()
     }
 
     /// Writes what the session has, in slices, until the socket pushes back.
     func flush() {
-        if inSession { pendingFlush = true; return }
-        guard transportUp, !machine.isClosed || pendingClose else { return }
+        // From inside nghttp2: the caller writes once it returns (`readAll` schedules a flush, `flush` loops).
+        guard machine.delivery == .idle, machine.transport == .ready, !machine.isClosed || machine.closeOwed else { return }
         while true {
             if outBuf.readableCount < Self.sendSlice && session.wantsWrite {
-                inSession = true
+                machine.sessionCallStarted()
                 session.send(maxBytes: Self.sendSlice) { outBuf.append($0) }
-                inSession = false
-                pendingFlush = false
+                machine.sessionCallEnded()
             }
             if outBuf.isEmpty { break }
             switch (tls.map { $0.write(from: outBuf) } ?? Socket.write(fd, from: outBuf)) {
@@ -228,22 +216,21 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
                 finishPendingClose()
                 return
             case .eof, .error:
-                if pendingClose { finishPendingClose() } else { lost() }
+                if machine.closeOwed { finishPendingClose() } else { lost() }
                 return
             }
         }
         outBuf.shrinkIfIdle(to: 16 * 1024)
-        if pendingClose {
+        if machine.closeOwed {
             finishPendingClose()
             return
         }
         if session.isFinished { lost() }
     }
 
-    /// A close asked for while nghttp2 was running (`pendingClose`): the socket closes now, whatever is unsent.
+    /// A close asked for while nghttp2 was running (the machine's `closing`): the socket closes now, whatever is unsent.
     private func finishPendingClose() {
-        guard pendingClose else { return }
-        pendingClose = false
+        guard machine.closeOwedDone() else { return }
         closeSocket()
     }
 
@@ -256,7 +243,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     private func closeSocket() {
         context.loop.cancel(timer)
         context.loop.deregister(fd)
-        if let tls, tcpConnected { tls.shutdown() }
+        if let tls, machine.transport != .tcpConnecting { tls.shutdown() }
         Socket.close(fd)
         pool.h2Closed(self)
         // Streams still in the session (none usually: the machine failed them first) hear `connectionClosed`.
@@ -276,7 +263,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
         let now = context.loop.now
         if now < deadline { context.loop.schedule(timer, at: deadline); return }
         deadline = 0
-        perform(machine.handle(transportUp ? .idleDeadline : .connectDeadline))
+        perform(machine.handle(machine.transport == .ready ? .idleDeadline : .connectDeadline))
     }
 
     // MARK: session events (H2ClientSessionDelegate)

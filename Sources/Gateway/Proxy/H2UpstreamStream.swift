@@ -22,31 +22,21 @@ final class H2UpstreamStream: UpstreamChannel {
     /// The stream id, once the head was submitted (0 before).
     var id: Int32 = 0
     var streamIdleTimeout: UInt64 = 0
-    /// The connection had served other streams when this one opened (see `UpstreamFailure.staleConnection`).
-    private var reused: Bool
+    /// The stream's lifecycle and deadline; this class performs what it answers.
+    private(set) var machine: H2UpstreamStreamState
     /// The submitted head, kept until the response head arrives: a stream the server refused (REFUSED_STREAM, or past
     /// its GOAWAY's last stream id) was not processed and is sent again on another connection (RFC 9113 §8.7), at most
-    /// `maxMoves` times, while no body byte was given to the session.
+    /// `H2UpstreamStreamState.maxMoves` times, while no body byte was given to the session.
     private var submitted: H2ClientRequestHead?
-    private var moves = 0
-    private var bodyGiven = false
-    static let maxMoves = 3
-    private var responseSeen = false
-    private var headArrived = false
-    /// Response bytes handed to the client while it was full, not yet acknowledged to the upstream.
-    private var unconsumed = 0
-    private var paused = false
     private var trailers: HTTPHeaders?
-    private var requestEnded = false
-    private var over = false
     private var timer: LoopTimer?
-    private var deadline: UInt64 = 0
 
     init(connection: H2UpstreamConnection, owner: UpstreamOwner, method: String, reused: Bool) {
         self.connection = connection
         self.owner = owner
         self.method = method
-        self.reused = reused
+        machine = H2UpstreamStreamState(reused: reused,
+                                        responseTimeout: .nanoseconds(connection.pool.settings.responseTimeout))
     }
 
     private var context: LoopEnvironment { connection.context }
@@ -56,33 +46,28 @@ final class H2UpstreamStream: UpstreamChannel {
     // MARK: request (UpstreamChannel)
 
     func sendHead(_ bytes: UnsafeRawBufferPointer) {
-        guard !over else { return }
+        guard !machine.isDone else { return }
         // The writer's own head, translated where it lies (no parse of it again, one copy: `H2ClientRequestHead`).
         guard let head = H2ClientRequestHead(bytes, limits: context.runtime.upstreamParserLimits) else {
-            fail(.badResponse)
+            perform(machine.handle(.fail(.badResponse)))
             return
         }
-        requestEnded = head.endStream
         submitted = head
         guard connection.submit(self, head) else {
-            fail(.reset)
+            perform(machine.handle(.fail(.reset)))
             return
         }
-        armResponseBound()
+        perform(machine.handle(.headSubmitted(endStream: head.endStream, now: context.loop.now)))
     }
 
     func sendBody(_ bytes: UnsafeRawBufferPointer, chunked: Bool) {
-        guard !over, id > 0, !requestEnded, bytes.count > 0 else { return }
+        guard bytes.count > 0, id > 0, case .send = machine.handle(.body(now: context.loop.now)) else { return }
         connection.session.sendData(streamID: id, bytes, endStream: false)
-        bodyGiven = true
-        moved()
         connection.scheduleFlush()
     }
 
     func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
-        guard !over, id > 0, !requestEnded else { return }
-        requestEnded = true
-        bodyGiven = true
+        guard id > 0, case .send = machine.handle(.end(now: context.loop.now)) else { return }
         if let trailers, !trailers.isEmpty {
             var list = H2HeaderList()
             TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
@@ -90,34 +75,22 @@ final class H2UpstreamStream: UpstreamChannel {
         } else {
             connection.session.sendData(streamID: id, UnsafeRawBufferPointer(start: nil, count: 0), endStream: true)
         }
-        moved()
         connection.scheduleFlush()
     }
 
     func abandon() {
-        guard !over else { return }
-        owner = nil
-        finish(completed: false)
-        if id > 0 { connection.session.resetStream(streamID: id, code: .cancel) }
-        connection.scheduleFlush()
+        perform(machine.handle(.abandon))
     }
 
     func clientDrained() {
-        guard !over, paused else { return }
-        paused = false
-        if unconsumed > 0, id > 0 {
-            connection.session.consume(streamID: id, bytes: unconsumed)
-            unconsumed = 0
-            connection.scheduleFlush()
-        }
+        perform(machine.handle(.clientDrained))
     }
 
     // MARK: response (from the connection's session)
 
     func responseHead(status: Int, headers: HTTPHeaders, endStream: Bool) {
-        guard !over, let owner else { return }
-        responseSeen = true
-        headArrived = true
+        guard let owner, case .deliverHead(let at) = machine.handle(
+            .responseHead(now: context.loop.now, streamIdleTimeout: streamIdleTimeout)) else { return }
         submitted = nil
         var contentLength: Int64?
         if let i = headers.firstIndex(ofLiteral: "content-length") {
@@ -133,22 +106,19 @@ final class H2UpstreamStream: UpstreamChannel {
         } else {
             framing = endStream ? .contentLength(0) : .chunked
         }
-        if streamIdleTimeout != 0 { arm(streamIdleTimeout, kind: .streamIdleTimeout) } else { armResponseBound() }
-        if !owner.upstreamResponseHead(head, framing: framing) { paused = true }
+        arm(at)
+        if !owner.upstreamResponseHead(head, framing: framing) { perform(machine.handle(.clientFull)) }
     }
 
     func responseData(_ bytes: UnsafeRawBufferPointer) {
-        guard !over, let owner else {
+        guard let owner, case .deliverData = machine.handle(.responseData(count: bytes.count, now: context.loop.now)) else {
             connection.session.consume(streamID: id, bytes: bytes.count)
             return
         }
-        moved()
         let more = owner.upstreamResponseBody(bytes)
-        if more && !paused {
-            connection.session.consume(streamID: id, bytes: bytes.count)
-        } else {
-            paused = true
-            unconsumed += bytes.count
+        // Inside the session's callback: the connection writes the WINDOW_UPDATE once `receive` returns.
+        if case .consume(let n) = machine.handle(.delivered(count: bytes.count, more: more)) {
+            connection.session.consume(streamID: id, bytes: n)
         }
     }
 
@@ -157,63 +127,72 @@ final class H2UpstreamStream: UpstreamChannel {
     }
 
     func responseComplete() {
-        guard !over else { return }
-        let o = owner
-        owner = nil
-        finish(completed: true)
-        if let trailers { o?.upstreamResponseTrailers(trailers) }
-        o?.upstreamResponseEnd()
+        perform(machine.handle(.complete))
     }
 
     func failed(_ failure: H2StreamFailure) {
-        switch failure {
-        case .refused: if !moveAfterRefusal() { fail(.staleConnection) }
-        case .malformed: fail(.badResponse)
-        case .reset: fail(.reset)
-        case .connectionClosed: fail(reused && !responseSeen ? .staleConnection : .reset)
-        }
+        perform(machine.handle(.streamFailed(failure)))
     }
 
     /// The connection failed under the stream (connect refused or timed out, no `h2` by ALPN, lost).
     func connectionFailed(_ kind: UpstreamFailure) {
-        fail(kind == .reset && reused && !responseSeen ? .staleConnection : kind)
+        perform(machine.handle(.connectionFailed(kind)))
     }
 
     func requestDrained() { owner?.upstreamDrained() }
 
-    /// The server did not process the stream: it goes to a connection that takes it (a new one if none), unseen by
-    /// the exchange. False when it cannot (a body byte already went to the session, too many moves, no connection).
-    private func moveAfterRefusal() -> Bool {
-        guard !over, !bodyGiven, moves < Self.maxMoves, let head = submitted, let pool = connection.pool.h2 else {
-            return false
+    // MARK: the machine's actions
+
+    private func perform(_ action: H2UpstreamStreamState.Action) {
+        switch action {
+        case .none, .send, .deliverHead, .deliverData:
+            // (`send`, `deliverHead` and `deliverData` are performed where the bytes are: see their callers.)
+            break
+        case .arm(let at):
+            arm(at)
+        case .consume(let n):
+            // The client drained (bytes of a finished stream are acknowledged where they arrive: `responseData`).
+            guard id > 0 else { return }
+            connection.session.consume(streamID: id, bytes: n)
+            connection.scheduleFlush()
+        case .move:
+            if !moveAfterRefusal() { perform(machine.handle(.fail(.staleConnection))) }
+        case .complete:
+            let o = owner
+            owner = nil
+            finish(completed: true)
+            if let trailers { o?.upstreamResponseTrailers(trailers) }
+            o?.upstreamResponseEnd()
+        case .abandon(let reset):
+            owner = nil
+            finish(completed: false)
+            if reset { connection.session.resetStream(streamID: id, code: .cancel) }
+            connection.scheduleFlush()
+        case .fail(let kind, let reset):
+            let o = owner
+            owner = nil
+            finish(completed: false)
+            if reset { connection.session.resetStream(streamID: id, code: .cancel) }
+            o?.upstreamFailed(kind)
         }
-        moves += 1
+    }
+
+    /// The server did not process the stream: it goes to a connection that takes it (a new one if none), unseen by
+    /// the exchange. False when it cannot (no head kept, no connection).
+    private func moveAfterRefusal() -> Bool {
+        guard let head = submitted, let pool = connection.pool.h2 else { return false }
         let old = connection
         guard case .success(let next) = pool.connection(heavy: false) else { return false }
         old.streamFinished(self, completed: false)
         id = 0
         connection = next
-        reused = next.completedStreams > 0
+        _ = machine.handle(.moved(reused: next.completedStreams > 0))
         next.adopt()
-        guard next.submit(self, head) else {
-            fail(.staleConnection)
-            return true
-        }
+        if !next.submit(self, head) { perform(machine.handle(.fail(.staleConnection))) }
         return true
     }
 
-    private func fail(_ kind: UpstreamFailure) {
-        guard !over else { return }
-        let o = owner
-        owner = nil
-        let wasOpen = id > 0
-        finish(completed: false)
-        if wasOpen && kind != .staleConnection { connection.session.resetStream(streamID: id, code: .cancel) }
-        o?.upstreamFailed(kind)
-    }
-
     private func finish(completed: Bool) {
-        over = true
         if let timer { context.loop.cancel(timer) }
         connection.streamFinished(self, completed: completed)
     }
@@ -231,36 +210,19 @@ final class H2UpstreamStream: UpstreamChannel {
 
     // MARK: timers
 
-    private func armResponseBound() {
-        arm(.nanoseconds(connection.pool.settings.responseTimeout), kind: .responseTimeout)
-    }
-
-    private var deadlineKind = UpstreamFailure.responseTimeout
-
-    private func arm(_ after: UInt64, kind: UpstreamFailure) {
-        deadlineKind = kind
-        deadline = context.loop.now &+ after
+    /// Runs the timer at `at` unless it runs earlier already (a firing before the deadline rearms it).
+    private func arm(_ at: UInt64) {
         let t: LoopTimer
         if let timer { t = timer } else {
             t = LoopTimer { [unowned self] in self.timerFired() }
             timer = t
         }
-        if !t.isArmed || t.deadline > deadline { context.loop.schedule(t, at: deadline) }
-    }
-
-    /// Bytes moved on the stream: the current bound starts again.
-    private func moved() {
-        guard deadline != 0 else { return }
-        let after = deadlineKind == .streamIdleTimeout ? streamIdleTimeout
-            : UInt64.nanoseconds(connection.pool.settings.responseTimeout)
-        deadline = context.loop.now &+ after
+        if !t.isArmed || t.deadline > at { context.loop.schedule(t, at: at) }
     }
 
     private func timerFired() {
-        guard !over, deadline != 0, let timer else { return }
-        let now = context.loop.now
-        if now < deadline { context.loop.schedule(timer, at: deadline); return }
-        fail(deadlineKind)
-        connection.scheduleFlush()
+        let action = machine.handle(.timer(now: context.loop.now))
+        perform(action)
+        if case .fail = action { connection.scheduleFlush() }
     }
 }

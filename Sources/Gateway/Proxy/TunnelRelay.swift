@@ -26,10 +26,6 @@ final class TunnelRelay: TunnelEndpoint {
     private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
     /// Largest single read (the receiving buffer's room bounds it further).
     static let readSize = 64 * 1024
-    /// A side's socket reported the peer's FIN (or an error): its end of stream gets no edge of its own, so that side
-    /// is read until `EAGAIN` or EOF from then on.
-    private var clientHungUp = false
-    private var upstreamHungUp = false
 
     init(client: ClientConnection, upstream: UpstreamConnection, exchange: Exchange, idleTimeout: UInt64,
          loop: EventLoop) {
@@ -38,10 +34,9 @@ final class TunnelRelay: TunnelEndpoint {
         self.exchange = exchange
         self.loop = loop
         buffers = client.context.buffers
-        state = TunnelState(now: loop.now, idleTimeout: idleTimeout)
         // A FIN reported before the tunnel opened (in the same burst as the 101, say) brings no event again.
-        clientHungUp = client.peerHungUp
-        upstreamHungUp = upstream.machine.peer == .ended
+        state = TunnelState(now: loop.now, idleTimeout: idleTimeout, clientPeer: client.peerHungUp ? .ended : .open,
+                            upstreamPeer: upstream.machine.peer)
     }
 
     /// Starts relaying: bytes each side sent after its head (already read) go to the other, then both are read.
@@ -67,13 +62,13 @@ final class TunnelRelay: TunnelEndpoint {
 
     /// Any readiness of the client's socket: TLS may need either direction for either, so both are tried.
     func clientEvent(_ events: UInt32) {
-        if events & Self.hangupEvents != 0 { clientHungUp = true }
+        if events & Self.hangupEvents != 0 { state.hungUp(.client) }
         pump(from: .client)
         flush(towards: .client)
     }
 
     func upstreamEvent(_ events: UInt32) {
-        if events & Self.hangupEvents != 0 { upstreamHungUp = true }
+        if events & Self.hangupEvents != 0 { state.hungUp(.upstream) }
         pump(from: .upstream)
         flush(towards: .upstream)
     }
@@ -88,7 +83,8 @@ final class TunnelRelay: TunnelEndpoint {
     /// reported (its EOF comes with no further event).
     private func drainedBy(_ n: Int, asked: Int, from side: TunnelState.Side) -> Bool {
         guard n < asked else { return false }
-        return side == .client ? !clientHungUp && !client.transport.isTLS : !upstreamHungUp && !upstream.isTLS
+        return state.readEmptied(from: side, read: n, asked: asked,
+                                 tls: side == .client ? client.transport.isTLS : upstream.isTLS)
     }
 
     private func outBuf(_ side: TunnelState.Side) -> IOBuffer {
