@@ -292,8 +292,8 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         clientVersionMinor = head.versionMinor
         machine.requestHead(keepAlive: head.keepAlive, draining: context.draining)
         switch head.framing {
-        case .none: bodyFraming = .none
-        case .contentLength(let n): bodyFraming = n == 0 ? .none : .length(remaining: n)
+        case .none: clearBodyFraming()
+        case .contentLength(let n): if n == 0 { clearBodyFraming() } else { bodyFraming = .length(remaining: n) }
         case .chunked: bodyFraming = .chunked(ChunkedDecoder(limits: context.runtime.parserLimits))
         }
         var bodyFollows = true
@@ -380,6 +380,14 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         return false
     }
 
+    /// `bodyFraming = .none`, skipped when it already is: the assignment destroys the old value through an outlined
+    /// switch over the enum's cases (it may hold a `ChunkedDecoder`), twice per request without a body.
+    @inline(__always)
+    private func clearBodyFraming() {
+        if case .none = bodyFraming { return }
+        bodyFraming = .none
+    }
+
     // MARK: completion
 
     func exchangeFinished(_ ex: Exchange) {
@@ -390,12 +398,12 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         case .closeAfterOutput(let mayLinger):
             exchange = nil
             if mayLinger && linger == nil { linger = Linger(unreadBody: bodyFraming, buffered: inBuf.readable) }
-            bodyFraming = .none
+            clearBodyFraming()
             flush()
             if machine.state == .closing && outBuf.isEmpty { closeOrLinger() }
         case .awaitNextRequest:
             exchange = nil
-            bodyFraming = .none
+            clearBodyFraming()
             flush()
             if !machine.state.isServing { return }
             timeouts.awaitNextRequest(now: context.loop.now)
