@@ -52,10 +52,11 @@ final class ClientConnection: EventHandler, ExchangeResponder {
     /// How the current response's body is framed towards the client.
     var responseFraming = ClientResponseFraming.pending
     var timeouts: RequestDeadlines
-    /// Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
-    /// connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
-    /// `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
-    lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
+    /// Its action (set at the end of `init`) captures the connection unowned, not weak: a weak reference would give
+    /// every connection a side table, and every retain of a connection (several per request) would take the slow
+    /// path. Safe: `close()` cancels the timer and `syncTimer` never arms it once closed, so it never fires for a
+    /// connection that is gone. A `let`, not a `lazy var`: each read of a lazy one cost a retain and a release.
+    let timer = LoopTimer()
 
     /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
     let transport: Transport
@@ -77,6 +78,7 @@ final class ClientConnection: EventHandler, ExchangeResponder {
         if case .tls = transport { tls = true }
         timeouts = RequestDeadlines(limits: .init(runtime), now: context.loop.now, tls: tls)
         machine = HTTP1ConnectionStateMachine(tls: tls)
+        timer.action = { [unowned self] in self.timerFired() }
     }
 
     // MARK: events
