@@ -132,11 +132,12 @@ final class Exchange: UpstreamOwner {
         self.contextRef = Unretained(context)
         responderStorage = responder
         method = head.method
-        isHead = head.method == "HEAD"
+        isHead = HTTPSyntax.isMethod(head.method, "HEAD")
         id = context.recorder.requestID(from: head.headers)
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
-                                       retryableMethod: head.method != "POST" && head.method != "PATCH")
+                                       retryableMethod: !HTTPSyntax.isMethod(head.method, "POST")
+                                           && !HTTPSyntax.isMethod(head.method, "PATCH"))
         self.head = head
         acceptsTrailers = Self.acceptsTrailers(head)
         #if DEBUG
