@@ -98,6 +98,14 @@ public enum HTTPSyntax {
         // Lengths first: most comparisons of header names fail here, without touching the bytes.
         guard count == bytes.count else { return false }
         let expected = lowercaseASCII.utf8Start
+        // 8 to 16 bytes (`connection`, `content-length`, `keep-alive`: the names and values that match on every
+        // message): the first and the last eight bytes as two words, which together cover every byte.
+        if count >= 8 && count <= 16, let base = bytes.baseAddress {
+            let want = UnsafeRawPointer(expected)
+            return lowercased(word: base.loadUnaligned(as: UInt64.self)) == want.loadUnaligned(as: UInt64.self)
+                && lowercased(word: base.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self))
+                    == want.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+        }
         var index = 0
         while index < count {
             guard lowercased(bytes[index]) == expected[index] else { return false }
