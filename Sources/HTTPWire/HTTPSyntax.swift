@@ -162,6 +162,7 @@ public enum HTTPSyntax {
 
     /// Range of `bytes[start..<end]` without leading and trailing OWS.
     @inlinable
+    @inline(__always)
     static func trimOWS(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> (Int, Int) {
         var lower = start
         var upper = end
