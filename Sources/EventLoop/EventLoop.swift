@@ -241,10 +241,16 @@ public final class EventLoop: @unchecked Sendable {
 public final class LoopTimer {
     public internal(set) var deadline: UInt64 = 0
     var heapIndex = -1
-    let action: () -> Void
+    /// Runs on the loop thread when the timer fires. Settable so that an owner whose action captures itself can hold
+    /// its timer in a `let` (`init()`, then set at the end of its own `init`): a `lazy var` costs a retain and a
+    /// release on every read.
+    public var action: () -> Void
 
     /// `action` runs on the loop thread. Capture the owner weakly or unowned and cancel on close.
     public init(_ action: @escaping () -> Void) { self.action = action }
+
+    /// A timer that does nothing when it fires until `action` is set.
+    public convenience init() { self.init({}) }
 
     public var isArmed: Bool { heapIndex >= 0 }
 }

@@ -104,7 +104,7 @@ struct RequestLine: HeadStartLine {
 
     /// Applies the request's own rules to the complete field section: `Host` (RFC 9112 §3.2) and the body's framing
     /// (RFC 9112 §6.3).
-    func head(headers: HTTPHeaders, fields: HeadFields) -> Result<HTTPRequestHead, HTTPParseError> {
+    func head(headers: HTTPHeaders, fields: consuming HeadFields) -> Result<HTTPRequestHead, HTTPParseError> {
         if fields.hostCount > 1 { return .failure(.badRequest("multiple_host")) }
         if versionMinor == 1 && fields.hostCount == 0 { return .failure(.badRequest("missing_host")) }
         let framing: RequestBodyFraming

@@ -70,10 +70,10 @@ public final class HTTPResponseHead: Hashable, Sendable {
     /// (item 2); `.chunked` (item 4); `.contentLength` (item 6); otherwise `.untilClose` (item 8).
     /// `requestMethod` is compared case-sensitively, as methods are (RFC 9110 §9.1).
     public func framing(requestMethod: String) -> ResponseBodyFraming {
-        if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 {
+        if HTTPSyntax.isMethod(requestMethod, "HEAD") || (100..<200).contains(status) || status == 204 || status == 304 {
             return .none
         }
-        if requestMethod == "CONNECT" && (200..<300).contains(status) { return .none }
+        if HTTPSyntax.isMethod(requestMethod, "CONNECT") && (200..<300).contains(status) { return .none }
         if isChunked { return .chunked }
         if let contentLength { return .contentLength(contentLength) }
         return .untilClose

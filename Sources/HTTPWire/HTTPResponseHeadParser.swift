@@ -73,7 +73,7 @@ struct StatusLine: HeadStartLine {
     }
 
     /// Applies the response's framing rules to the complete field section (RFC 9112 §6.3).
-    func head(headers: HTTPHeaders, fields: HeadFields) -> Result<HTTPResponseHead, HTTPParseError> {
+    func head(headers: HTTPHeaders, fields: consuming HeadFields) -> Result<HTTPResponseHead, HTTPParseError> {
         let chunked: Bool
         switch fields.isChunked(versionMinor: versionMinor) {
         case .failure(let error): return .failure(error)

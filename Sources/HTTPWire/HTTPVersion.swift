@@ -8,6 +8,13 @@ enum HTTPVersion {
         guard start >= 0, end <= buffer.count, end - start == 8 else {
             return .failure(.badRequest("invalid_http_version"))
         }
+        // The two versions there are, as one 8-byte compare each (every message has one); anything else takes the
+        // byte checks below, which say what is wrong with it.
+        if let base = buffer.baseAddress {
+            let word = UInt64(littleEndian: (base + start).loadUnaligned(as: UInt64.self))
+            if word == http11 { return .success(1) }
+            if word == http10 { return .success(0) }
+        }
         guard buffer[start] == 0x48, buffer[start + 1] == 0x54, buffer[start + 2] == 0x54,
               buffer[start + 3] == 0x50, buffer[start + 4] == 0x2F else { // "HTTP/"
             return .failure(.badRequest("invalid_http_version"))
@@ -23,4 +30,8 @@ enum HTTPVersion {
         }
         return .success(Int(minor - 0x30))
     }
+
+    /// `HTTP/1.1` and `HTTP/1.0` as the little-endian words of their eight bytes.
+    private static let http11: UInt64 = 0x312E_312F_5054_5448
+    private static let http10: UInt64 = 0x302E_312F_5054_5448
 }

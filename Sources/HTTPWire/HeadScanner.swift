@@ -182,9 +182,9 @@ struct HeadScanner: Sendable {
         guard bytes.count <= Self.reusedHeadBytes else {
             return HTTPHeaders(validatedBytes: [UInt8](bytes), fields: fields)
         }
-        // In place when the previous head is gone (the usual case); a copy of the storage otherwise, as before.
-        headBytes.removeAll(keepingCapacity: true)
-        headBytes.append(contentsOf: bytes)
+        // In place when the previous head is gone (the usual case); a copy of the storage otherwise, as before. One
+        // replacement of the whole contents: emptying and appending were two generic calls (~190 per head).
+        headBytes.replaceSubrange(headBytes.indices, with: bytes)
         return HTTPHeaders(validatedBytes: headBytes, fields: fields)
     }
 

@@ -19,18 +19,19 @@ public struct RequestTarget: Equatable, Sendable {
 
     public static func parse(_ target: String) -> Result<RequestTarget, Failure> {
         // The usual request: an origin-form target already in normal form. Its path is the target itself (or the part
-        // before `?`), read byte by byte with no `Character` work and no copy when there is no query.
-        if target.utf8.first == UInt8(ascii: "/") {
+        // before `?`), its bytes read in place (no `Character` work, no iterator over the string's UTF-8 view), and no
+        // copy when there is no query. `pathEnd`: the offset of `?` (the count when none), nil when not that form.
+        let pathEnd: Int?? = target.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+            guard bytes.first == UInt8(ascii: "/") else { return nil }
+            let q = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count
+            return isAlreadyNormal(UnsafeBufferPointer(rebasing: bytes[0..<q])) ? q : nil
+        }
+        if let pathEnd, let end = pathEnd {
             let utf8 = target.utf8
-            if let q = utf8.firstIndex(of: UInt8(ascii: "?")) {
-                let pathPart = target[target.startIndex..<q]
-                if isAlreadyNormal(pathPart) {
-                    return .success(RequestTarget(path: String(pathPart), query: target[utf8.index(after: q)...],
-                                                  absoluteHost: nil))
-                }
-            } else if isAlreadyNormal(Substring(target)) {
-                return .success(RequestTarget(path: target, query: nil, absoluteHost: nil))
-            }
+            if end == utf8.count { return .success(RequestTarget(path: target, query: nil, absoluteHost: nil)) }
+            let q = utf8.index(utf8.startIndex, offsetBy: end)
+            return .success(RequestTarget(path: String(target[target.startIndex..<q]), query: target[utf8.index(after: q)...],
+                                          absoluteHost: nil))
         }
         var rest = Substring(target)
         var absoluteHost: String?
@@ -106,10 +107,13 @@ public struct RequestTarget: Equatable, Sendable {
     }
 
     /// The common case, checked without allocating: no `%`, no `\`, no empty, `.` or `..` segment.
-    private static func isAlreadyNormal(_ raw: Substring) -> Bool {
+    private static func isAlreadyNormal(_ raw: Substring) -> Bool { isAlreadyNormal(raw.utf8) }
+
+    /// The same test over the path's bytes.
+    private static func isAlreadyNormal<Bytes: Collection<UInt8>>(_ raw: Bytes) -> Bool {
         var previous: UInt8 = 0
         var dots = 0
-        for b in raw.utf8 {
+        for b in raw {
             switch b {
             case UInt8(ascii: "%"), UInt8(ascii: "\\"): return false
             case UInt8(ascii: "/"):
@@ -123,7 +127,7 @@ public struct RequestTarget: Equatable, Sendable {
             if b != UInt8(ascii: ".") { dots = 0 }
             previous = b
         }
-        return dots == 0 && raw.utf8.first == UInt8(ascii: "/")
+        return dots == 0 && raw.first == UInt8(ascii: "/")
     }
 
     /// The value of one hexadecimal digit, or nil.

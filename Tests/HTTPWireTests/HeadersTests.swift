@@ -85,6 +85,31 @@ struct HeadersTests {
         }
     }
 
+    /// `equalsLowercased` compares names of 8 to 16 bytes as two overlapping words: every byte position, changed to
+    /// every byte value, must give the byte-by-byte answer, at each length around the words' bounds.
+    @Test func equalsLowercasedAtEveryLength() {
+        let literals: [StaticString] = ["keep-al", "keep-ali", "connection", "content-length", "0123456789abcdef",
+                                        "0123456789abcdefg"]
+        for literal in literals {
+            let expected = Array(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+            let reference = { (bytes: [UInt8]) -> Bool in
+                bytes.count == expected.count && zip(bytes, expected).allSatisfy { HTTPSyntax.lowercased($0) == $1 }
+            }
+            let upper = expected.map { (0x61...0x7A).contains($0) ? $0 - 0x20 : $0 }
+            #expect(upper.withUnsafeBytes { HTTPSyntax.equalsLowercased($0, literal) }, "\(literal)")
+            #expect(!(expected + [0x61]).withUnsafeBytes { HTTPSyntax.equalsLowercased($0, literal) })
+            #expect(!expected.dropLast().withUnsafeBytes { HTTPSyntax.equalsLowercased($0, literal) })
+            for position in expected.indices {
+                for byte in 0...255 {
+                    var bytes = upper
+                    bytes[position] = UInt8(byte)
+                    #expect(bytes.withUnsafeBytes { HTTPSyntax.equalsLowercased($0, literal) } == reference(bytes),
+                            "\(literal): byte \(byte) at \(position)")
+                }
+            }
+        }
+    }
+
     @Test func tokens() {
         #expect(HTTPSyntax.isToken("x-Foo_1.2~!#$%&'*+^`|"))
         #expect(!HTTPSyntax.isToken(""))

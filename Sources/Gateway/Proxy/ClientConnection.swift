@@ -53,10 +53,11 @@ package final class ClientConnection: EventHandler, ExchangeResponder {
     /// How the current response's body is framed towards the client.
     var responseFraming = ClientResponseFraming.pending
     var timeouts: RequestDeadlines
-    /// Unowned, not weak: a weak reference would give every connection a side table, and every retain of a
-    /// connection (several per request) would take the slow path. Safe: `close()` cancels the timer and
-    /// `syncTimer` never arms it once closed, so it never fires for a connection that is gone.
-    lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
+    /// Its action (set at the end of `init`) captures the connection unowned, not weak: a weak reference would give
+    /// every connection a side table, and every retain of a connection (several per request) would take the slow
+    /// path. Safe: `close()` cancels the timer and `syncTimer` never arms it once closed, so it never fires for a
+    /// connection that is gone. A `let`, not a `lazy var`: each read of a lazy one cost a retain and a release.
+    let timer = LoopTimer()
 
     /// Plain TCP, or TLS over it (the stream decrypts in place of `read`/`write`).
     package let transport: Transport
@@ -78,6 +79,7 @@ package final class ClientConnection: EventHandler, ExchangeResponder {
         if case .tls = transport { tls = true }
         timeouts = RequestDeadlines(limits: .init(runtime), now: context.loop.now, tls: tls)
         machine = HTTP1ConnectionStateMachine(tls: tls)
+        timer.action = { [unowned self] in self.timerFired() }
     }
 
     // MARK: events
@@ -293,8 +295,8 @@ package final class ClientConnection: EventHandler, ExchangeResponder {
         clientVersionMinor = head.versionMinor
         machine.requestHead(keepAlive: head.keepAlive, draining: context.draining)
         switch head.framing {
-        case .none: bodyFraming = .none
-        case .contentLength(let n): bodyFraming = n == 0 ? .none : .length(remaining: n)
+        case .none: clearBodyFraming()
+        case .contentLength(let n): if n == 0 { clearBodyFraming() } else { bodyFraming = .length(remaining: n) }
         case .chunked: bodyFraming = .chunked(ChunkedDecoder(limits: context.runtime.parserLimits))
         }
         var bodyFollows = true
@@ -381,6 +383,14 @@ package final class ClientConnection: EventHandler, ExchangeResponder {
         return false
     }
 
+    /// `bodyFraming = .none`, skipped when it already is: the assignment destroys the old value through an outlined
+    /// switch over the enum's cases (it may hold a `ChunkedDecoder`), twice per request without a body.
+    @inline(__always)
+    private func clearBodyFraming() {
+        if case .none = bodyFraming { return }
+        bodyFraming = .none
+    }
+
     // MARK: completion
 
     func exchangeFinished(_ ex: Exchange) {
@@ -391,12 +401,12 @@ package final class ClientConnection: EventHandler, ExchangeResponder {
         case .closeAfterOutput(let mayLinger):
             exchange = nil
             if mayLinger && linger == nil { linger = Linger(unreadBody: bodyFraming, buffered: inBuf.readable) }
-            bodyFraming = .none
+            clearBodyFraming()
             flush()
             if case .closing = machine.state, outBuf.isEmpty { closeOrLinger() }
         case .awaitNextRequest:
             exchange = nil
-            bodyFraming = .none
+            clearBodyFraming()
             flush()
             if !machine.state.isServing { return }
             timeouts.awaitNextRequest(now: context.loop.now)

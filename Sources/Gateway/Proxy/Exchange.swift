@@ -98,6 +98,8 @@ package final class Exchange: UpstreamOwner {
     private let contextRef: Unretained<LoopEnvironment>
     var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
     var head: HTTPRequestHead?
+    /// The parsed target, kept only when it differs from the head's own (normalised, a query, absolute form): the
+    /// usual target is `head.target` as it is, and keeping a copy cost a copy and a destroy of the optional per request.
     private var target: RequestTarget?
     /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
     /// the exchange waits for its App Check answer).
@@ -131,11 +133,12 @@ package final class Exchange: UpstreamOwner {
         self.contextRef = Unretained(context)
         responderStorage = responder
         method = head.method
-        isHead = head.method == "HEAD"
+        isHead = HTTPSyntax.isMethod(head.method, "HEAD")
         id = context.recorder.requestID(from: head.headers)
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
-                                       retryableMethod: head.method != "POST" && head.method != "PATCH")
+                                       retryableMethod: !HTTPSyntax.isMethod(head.method, "POST")
+                                           && !HTTPSyntax.isMethod(head.method, "PATCH"))
         self.head = head
         acceptsTrailers = Self.acceptsTrailers(head)
         #if DEBUG
@@ -199,7 +202,7 @@ package final class Exchange: UpstreamOwner {
             perform(machine.builtinChosen())
         case .admitted(let target, let routeIndex):
             path = target.path
-            self.target = target
+            if target.query != nil || target.absoluteHost != nil || target.path != head.target { self.target = target }
             useRoute(routeIndex)
             if refuseGRPCWithoutH2(routeIndex: routeIndex) { return }
             if case .chunked = head.framing { chunkedUpstream = true }
@@ -272,14 +275,22 @@ package final class Exchange: UpstreamOwner {
     /// Writes the upstream request head into the loop's head buffer (`LoopEnvironment.requestHeadBuffer`), which
     /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
     private func writeRequestHead() -> Bool {
-        guard let responder, let head, let target, let routes, routeIndex >= 0, let pool else { return false }
+        guard let responder, let head, let routes, routeIndex >= 0, let pool else { return false }
         let out = context.buffers.requestHead
         out.clear()
-        let safe = RequestHeadWriter.write(
-            head: head, target: target, forwardToken: routes.routes[routeIndex].forwardToken,
-            enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: id,
-            appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
-            into: out)
+        @inline(__always) func write(_ path: String, _ query: Substring?, _ absoluteHost: String?) -> Bool {
+            RequestHeadWriter.write(
+                head: head, path: path, query: query, absoluteHost: absoluteHost,
+                forwardToken: routes.routes[routeIndex].forwardToken,
+                enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: id,
+                appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
+                into: out)
+        }
+        let safe: Bool
+        if let target { safe = write(target.path, target.query, target.absoluteHost) } else {
+            // Admitted with the head's own target (see `target`): what `RequestTarget.parse` gave is that string.
+            safe = write(head.target, nil, nil)
+        }
         if case .requested = tunnel { Self.addUpgradeFields(out) }
         return safe
     }

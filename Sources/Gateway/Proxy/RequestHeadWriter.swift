@@ -17,7 +17,8 @@ enum RequestHeadWriter {
                       requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
                       scheme: String) -> [UInt8]? {
         let out = IOBuffer(capacity: 0)
-        guard write(head: head, target: target, forwardToken: route.forwardToken, enforcement: route.enforcement,
+        guard write(head: head, path: target.path, query: target.query, absoluteHost: target.absoluteHost,
+                    forwardToken: route.forwardToken, enforcement: route.enforcement,
                     upstream: upstream, requestId: RequestID(client: requestId), appCheck: appCheck, peerIP: peerIP,
                     trusted: trusted, scheme: scheme, into: out) else { return nil }
         return out.readableBytes()
@@ -27,8 +28,10 @@ enum RequestHeadWriter {
     /// allocation per request). Returns false, with `out` holding a partial head the caller discards, when a value
     /// would carry CR, LF or NUL.
     /// Of the route, only `forward_token` and the enforcement are needed (passed alone: a copy of `RouteSettings`
-    /// would retain each of its fields).
-    static func write(head: HTTPRequestHead, target: RequestTarget, forwardToken: Bool, enforcement: Enforcement,
+    /// would retain each of its fields). The target comes as its parts (`RequestTarget`'s): the usual one is the head's
+    /// own `target` string, passed without building a `RequestTarget` per request.
+    static func write(head: HTTPRequestHead, path: String, query: Substring?, absoluteHost: String?,
+                      forwardToken: Bool, enforcement: Enforcement,
                       upstream: UpstreamSettings, requestId: RequestID, appCheck: AppCheckOutcome, peerIP: String,
                       trusted: Bool, scheme: String, into out: IOBuffer) -> Bool {
         precondition(out.readerIndex == 0, "RequestHeadWriter: the output buffer must start empty")
@@ -42,8 +45,8 @@ enum RequestHeadWriter {
         out.append(head.method)
         out.append(byte: UInt8(ascii: " "))
         if !upstream.basePath.isEmpty { out.append(upstream.basePath) }
-        out.append(target.path)
-        if let q = target.query {
+        out.append(path)
+        if let q = query {
             out.append(byte: UInt8(ascii: "?"))
             out.append(q)
         }
@@ -106,7 +109,7 @@ enum RequestHeadWriter {
             out.append(static: "Host: ")
             mark = out.writerIndex
             let hostStart = mark
-            if let absolute = target.absoluteHost { out.append(absolute) } else if let host { out.append(host) } else {
+            if let absolute = absoluteHost { out.append(absolute) } else if let host { out.append(host) } else {
                 out.append(upstream.authority)
             }
             let hostEnd = out.writerIndex
@@ -132,7 +135,7 @@ enum RequestHeadWriter {
                 mark = out.writerIndex
                 out.append(clientHost)
                 checkValue()
-            } else if target.absoluteHost != nil || host != nil {
+            } else if absoluteHost != nil || host != nil {
                 // The same bytes as the Host line written above (already checked).
                 out.append(static: "\r\nX-Forwarded-Host: ")
                 out.appendCopy(from: hostStart, to: hostEnd)
@@ -209,9 +212,9 @@ package enum ResponseHeadWriter {
             head.withReasonBytes { out.append($0) }
         }
         out.append(static: "\r\n")
-        ResponseHeaderFilter.forEach(head, framing: framing) { _, _, line in
-            out.append(line)
-            out.append(static: "\r\n")
+        ResponseHeaderFilter.forEachRun(head, framing: framing) { bytes, lineEnd in
+            out.append(bytes)
+            if lineEnd { out.append(static: "\r\n") }
         }
         out.append(static: "X-Request-Id: ")
         requestId.append(to: out)

@@ -35,9 +35,10 @@ final class UpstreamConnection: EventHandler {
     private var phase = ResponsePhase.done
     var client: UpstreamOwner?
     private var method = "GET"
-    /// Unowned, not weak (no side table, so retains of the connection stay on the fast path): `close()` cancels
-    /// the timer and nothing arms it once closed.
-    private lazy var timer = LoopTimer { [unowned self] in self.timerFired() }
+    /// Its action (set at the end of `init`) captures the connection unowned, not weak (no side table, so retains of
+    /// the connection stay on the fast path): `close()` cancels the timer and nothing arms it once closed. A `let`, not
+    /// a `lazy var`: each read of a lazy one cost a retain and a release.
+    private let timer = LoopTimer()
     /// The route's `stream_idle_timeout` in nanoseconds for the current exchange, 0 when it sets none: once the
     /// response head has arrived it replaces `response_timeout` between body reads, and request body bytes sent
     /// count as movement too (one idle bound over both directions).
@@ -57,6 +58,7 @@ final class UpstreamConnection: EventHandler {
         let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
         decoder = ChunkedDecoder(limits: limits)
+        timer.action = { [unowned self] in self.timerFired() }
     }
 
     /// True when an idle connection can take a new request.

@@ -59,10 +59,11 @@ package final class LoopEnvironment {
                                 keyProvider: keyProvider, replayClient: replayClient,
                                 cacheCapacity: runtime.settings.appCheck.tokenCacheSize / max(1, runtime.settings.server.threads))
         pools.build(runtime, context: self)
-        // One hook, and `Unretained`: the environment lives as long as its loop runs, and a checked unowned or
-        // strong capture would cost a reference-count round trip on every batch of events.
-        let me = Unretained(self)
-        loop.afterBatch.append { me.value.afterBatch() }
+        // One hook, unretained: the environment lives as long as its loop runs, and a checked unowned or strong
+        // capture would cost a reference-count round trip on every batch of events (so did `Unretained`'s strong
+        // `value` here: `_withUnsafeGuaranteedRef` calls without one).
+        let me = Unmanaged.passUnretained(self)
+        loop.afterBatch.append { me._withUnsafeGuaranteedRef { $0.afterBatch() } }
     }
 
     /// The end of every batch of events. One call on the environment: each `me.value.` in the hook itself cost a
