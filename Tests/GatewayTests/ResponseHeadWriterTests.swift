@@ -1,5 +1,6 @@
 import EventLoop
 @testable import Gateway
+import ProxyCore
 import HTTPWire
 import Testing
 
