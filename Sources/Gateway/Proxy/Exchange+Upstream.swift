@@ -1,8 +1,31 @@
 import ProxyCore
 import HTTPWire
 
-/// `Exchange`: the flow signals and the trailers of the upstream seam (SPEC §6.1 "Trailers").
+/// `Exchange`: the upstream seam (`UpstreamOwner`): the response as it arrives, failures, the flow signals and the
+/// trailers (SPEC §6.1 "Trailers").
 extension Exchange {
+    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
+        guard case .writeHead = machine.upstreamHead(), let responder else { return true }
+        upstreamEnd = context.loop.now
+        status = head.status
+        return responder.writeHead(head, framing: framing, exchange: self)
+    }
+
+    func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
+        guard data.count > 0, case .writePart = machine.upstreamPart(), let responder else { return true }
+        return relayPart(data, to: responder)
+    }
+
+    func upstreamResponseEnd() { perform(machine.upstreamEnd()) }
+
+    func upstreamFailed(_ kind: UpstreamFailure) {
+        let action = machine.upstreamFailed(kind)
+        if case .none = action { return }
+        upstream = nil
+        context.recorder.countUpstreamError(self, kind)
+        perform(action)
+    }
+
     func upstreamDrained() { perform(machine.upstreamDrained()) }
 
     /// The client's send buffer drained: the upstream may read more of the response.

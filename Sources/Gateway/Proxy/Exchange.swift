@@ -470,30 +470,6 @@ package final class Exchange: UpstreamOwner {
         }
     }
 
-    // MARK: upstream (UpstreamOwner)
-
-    func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
-        guard case .writeHead = machine.upstreamHead(), let responder else { return true }
-        upstreamEnd = context.loop.now
-        status = head.status
-        return responder.writeHead(head, framing: framing, exchange: self)
-    }
-
-    func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
-        guard data.count > 0, case .writePart = machine.upstreamPart(), let responder else { return true }
-        return relayPart(data, to: responder)
-    }
-
-    func upstreamResponseEnd() { perform(machine.upstreamEnd()) }
-
-    func upstreamFailed(_ kind: UpstreamFailure) {
-        let action = machine.upstreamFailed(kind)
-        if case .none = action { return }
-        upstream = nil
-        context.recorder.countUpstreamError(self, kind)
-        perform(action)
-    }
-
     /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`): when the exchange
     /// finishes, or when its WebSocket handshake became a tunnel (which then counts as a connection only).
     func leaveUpstreamSlot() {
