@@ -136,23 +136,10 @@ public struct HTTP1ConnectionStateMachine: Equatable {
         return false
     }
 
-    public mutating func pauseReading() {
-        switch input {
-        case .flowing: input = .paused
-        case .readOwed: input = .pausedReadOwed
-        case .paused, .pausedReadOwed: break
-        }
-    }
+    public mutating func pauseReading() { input.pause() }
 
     /// False when reading was not held.
-    public mutating func resumeReading() -> Bool {
-        switch input {
-        case .flowing, .readOwed: return false
-        case .paused: input = .flowing
-        case .pausedReadOwed: input = .readOwed
-        }
-        return true
-    }
+    public mutating func resumeReading() -> Bool { input.resume() }
 
     /// The input loop starts: false when it already runs (the outer run sees the new state and carries on).
     public mutating func inputLoopStarting() -> Bool {

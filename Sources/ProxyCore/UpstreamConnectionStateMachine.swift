@@ -125,23 +125,10 @@ public struct UpstreamConnectionStateMachine: Equatable {
     public mutating func readStopped() { input = .pausedReadOwed }
 
     /// The client cannot take more of the response now.
-    public mutating func pauseReading() {
-        switch input {
-        case .flowing: input = .paused
-        case .readOwed: input = .pausedReadOwed
-        case .paused, .pausedReadOwed: break
-        }
-    }
+    public mutating func pauseReading() { input.pause() }
 
     /// The client drained: false when reading was not held.
-    public mutating func resumeReading() -> Bool {
-        switch input {
-        case .flowing, .readOwed: return false
-        case .paused: input = .flowing
-        case .pausedReadOwed: input = .readOwed
-        }
-        return true
-    }
+    public mutating func resumeReading() -> Bool { input.resume() }
 
     /// After resuming: a read owed is due now.
     public var readOwed: Bool { input == .readOwed && !isClosed }

@@ -6,6 +6,17 @@ import ProxyCore
 /// is replaced by the exchange's, and `Content-Length` is left to the writer (which states the framing it uses)
 /// except on a response without a body, where it is the upstream's own statement and passes unchanged.
 enum ResponseHeaderFilter {
+    /// Whether a field named `name` reaches the client: not hop-by-hop, not named in `Connection` (`tokens`), not
+    /// the upstream's request id, and `Content-Length` only when `keepLength` (a response without a body).
+    @inline(__always)
+    static func forwards(_ name: UnsafeRawBufferPointer, keepLength: Bool, tokens: [String]) -> Bool {
+        switch HeaderKind.classify(name) {
+        case .hopByHop, .requestId: return false
+        case .contentLength: return keepLength
+        default: return tokens.isEmpty || !HeaderKind.isListed(name, in: tokens)
+        }
+    }
+
     /// Calls `field` with the name, the value and the whole `name: value` bytes of each field to forward, in order.
     @inline(__always)
     static func forEach(_ head: HTTPResponseHead, framing: ResponseBodyFraming,
@@ -17,12 +28,7 @@ enum ResponseHeaderFilter {
         head.headers.bytes.withUnsafeBytes { raw in
             for f in head.headers.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
-                switch HeaderKind.classify(name) {
-                case .hopByHop, .requestId: continue
-                case .contentLength: if !keepLength { continue }
-                default:
-                    if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
-                }
+                guard forwards(name, keepLength: keepLength, tokens: tokens) else { continue }
                 field(name, UnsafeRawBufferPointer(rebasing: raw[Int(f.valueStart)..<Int(f.valueEnd)]),
                       UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.valueEnd)]))
             }
@@ -46,12 +52,7 @@ enum ResponseHeaderFilter {
             var runEnd = 0
             for f in head.headers.fields {
                 let name = UnsafeRawBufferPointer(rebasing: raw[Int(f.nameStart)..<Int(f.nameEnd)])
-                switch HeaderKind.classify(name) {
-                case .hopByHop, .requestId: continue
-                case .contentLength: if !keepLength { continue }
-                default:
-                    if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
-                }
+                guard forwards(name, keepLength: keepLength, tokens: tokens) else { continue }
                 let start = Int(f.nameStart)
                 let end = Int(f.valueEnd)
                 if end + 1 < raw.count && raw[end] == 0x0D && raw[end + 1] == 0x0A {
