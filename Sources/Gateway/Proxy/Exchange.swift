@@ -74,8 +74,9 @@ package final class Exchange: UpstreamOwner {
     /// outlives its exchange's use of it, because it cancels the exchange (`cancel()`, which drops this) before it
     /// goes away, and a finished exchange drops it too.
     ///
-    /// The one `unowned(unsafe)` outside `Unretained` (which cannot hold a protocol type): read on every response
-    /// part, it costs no reference counting; debug builds check it through a weak twin, as `Unretained` does.
+    /// The one stored `unowned(unsafe)` outside `Unretained` (which cannot hold a protocol type; `TunnelRelay` has two
+    /// local ones): read on every response part, it costs no reference counting; debug builds check it through a weak
+    /// twin, as `Unretained` does.
     var responder: ExchangeResponder? {
         @inline(__always) get {
             #if DEBUG
