@@ -35,7 +35,7 @@ public final class H2ClientSession {
     public weak var delegate: H2ClientSessionDelegate?
 
     var session: OpaquePointer?
-    var streams: [Int32: H2ClientStream] = [:]
+    var streams = StreamTable<H2ClientStream>()
     var controlFrames: H2TokenBucket
     var drained: [Int32] = []
     /// Set when the session was terminated (by us or nghttp2); `receive` then refuses input.

@@ -73,9 +73,10 @@ final class H2Stream: H2OutgoingBody {
     /// Appends `name: value\r\n` to the synthetic head bytes and records its ranges.
     func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
         if fields.isEmpty {
-            // One allocation for a typical request's fields (an App Check token alone is about a kilobyte), instead of
+            // One allocation for a typical request's fields (an App Check token alone is about a kilobyte, and its
+            // line with a few other fields went past 1 KiB: a second allocation and a copy per request), instead of
             // growing and copying as they arrive.
-            block.reserveCapacity(max(1024, name.count + value.count + 4))
+            block.reserveCapacity(max(2048, name.count + value.count + 4))
             fields.reserveCapacity(12)
         }
         let nameStart = block.count

@@ -27,7 +27,7 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     private(set) var machine: H2UpstreamConnectionState
     let session: H2ClientSession
     /// Streams with an id (their HEADERS submitted), by id.
-    private var streams: [Int32: H2UpstreamStream] = [:]
+    private var streams = StreamTable<H2UpstreamStream>()
     /// Streams that completed on this connection (a failure without any response byte on a connection that served
     /// others is `stale_connection`, retried once like HTTP/1.1's).
     private(set) var completedStreams = 0
