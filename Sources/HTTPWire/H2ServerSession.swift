@@ -84,7 +84,9 @@ public final class H2ServerSession {
 
     /// Creates the session and queues our SETTINGS and the connection WINDOW_UPDATE (call `send`). `clock`: monotonic
     /// nanoseconds for the control-frame and glitch budgets (read when such a frame arrives, never per request).
-    public init(limits: H2Limits = .default, delegate: H2SessionDelegate,
+    /// `delegate` may be set after `init` (an owner that is the delegate makes the session in its own `init`), before
+    /// the first `receive`.
+    public init(limits: H2Limits = .default, delegate: H2SessionDelegate?,
                 clock: @escaping () -> UInt64 = H2ServerSession.monotonicNanoseconds) {
         self.limits = limits
         self.delegate = delegate

@@ -32,15 +32,18 @@ public final class TokenCache {
     /// that loop key set (`LoopKeys`, immutable): while the same object is still the loop's set and usable, the hit
     /// needs no look-up of its `kid` (the set holds it; it verified the signature). Held strongly, so its identity can
     /// never be taken by a newer set.
-    public struct Entry {
-        public var claims: TokenClaims
-        public var kid: String
+    ///
+    /// A class: a hit hands out one reference (one retain) where a struct was copied field by field, its strings
+    /// and claims retained one by one, about five times per request on the way to the claim checks.
+    public final class Entry {
+        public let claims: TokenClaims
+        public let kid: String
         /// `token_sha256` for logs (first 16 hex chars of SHA-256), computed once, and only while access logs are on.
         public var fingerprint: String?
         /// Unix seconds after which the entry is useless (`exp + clock_skew`).
-        public var until: Double
+        public let until: Double
         /// The Firebase key set that verified it, when that was the only set in use (see above); nil otherwise.
-        public var verifiedBy: LoopKeys? = nil
+        public let verifiedBy: LoopKeys?
         /// The `ath` a DPoP proof for a bound token must carry (base64url(SHA-256(token)), SPEC §4.4): computed at the
         /// token's first proof and kept, so a hit does not hash the ~900-byte token again (~24,000 instructions).
         public var ath: String? = nil
@@ -81,6 +84,7 @@ public final class TokenCache {
     public func setATH(_ key: Key, _ ath: String) {
         map[key]?.ath = ath
     }
+
 
     public func put(_ key: Key, _ entry: Entry, now: Double) {
         guard capacity > 0 else { return }

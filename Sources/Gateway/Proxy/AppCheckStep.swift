@@ -296,10 +296,14 @@ package final class AppCheckStep {
     /// once for this request, handed to a store that answers at once (no second read).
     private func limitedUse(_ verified: VerifiedClaims, policy: AppCheckPolicy, now: Double, fingerprint: String?,
                             route: StepRoute, bound: Bool, completion: @escaping (consuming AppCheckDecision) -> Void) {
-        var outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
-                                      tokenSHA256: fingerprint)
-        outcome.bound = bound
-        guard route.replayProtection else { return completion(AppCheckDecision(outcome: outcome)) }
+        // Made where it is handed over on the common path (no replay check): one made earlier and also captured
+        // by the replay store's callback below was copied, strings and all, twice per request.
+        guard route.replayProtection else {
+            return completion(AppCheckDecision(outcome: AppCheckOutcome(
+                status: .verified, outcome: .verified, appId: verified.appId, tokenSHA256: fingerprint, bound: bound)))
+        }
+        let outcome = AppCheckOutcome(status: .verified, outcome: .verified, appId: verified.appId,
+                                      tokenSHA256: fingerprint, bound: bound)
         if let reason = AppCheckVerifier.checkLimitedUse(verified, policy: policy) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
         }

@@ -29,9 +29,9 @@ package final class H2Connection: EventHandler, H2SessionDelegate {
     let transport: Transport
     private(set) lazy var peerIP: String = peer.ipString
     private(set) lazy var peerKey = ConnectionAddressKey(peer)
-    /// Made on first use (in `init`): nghttp2 is handed this connection as its delegate.
-    private lazy var session = H2ServerSession(limits: H2Limits(parserLimits: context.runtime.parserLimits), delegate: self,
-                                               clock: { [unowned loop = context.loop] in loop.now })
+    /// Made in `init`, which then makes this connection its delegate. A `let`, not a `lazy var`: each use of a lazy
+    /// property went through its getter and a retain and release of the session, about eight times per request.
+    private let session: H2ServerSession
     private let inBuf = IOBuffer(capacity: 16 * 1024)
     let outBuf = IOBuffer(capacity: 16 * 1024)
     private(set) var streams = StreamTable<H2StreamExchange>()
@@ -66,6 +66,9 @@ package final class H2Connection: EventHandler, H2SessionDelegate {
         self.contextRef = Unretained(context)
         self.transport = transport
         deadlines = RequestDeadlines(limits: .init(context.runtime), now: context.loop.now)
+        session = H2ServerSession(limits: H2Limits(parserLimits: context.runtime.parserLimits), delegate: nil,
+                                  clock: { [unowned loop = context.loop] in loop.now })
+        session.delegate = self
         session.clientResetHook = { [unowned self] in
             self.context.resetBudget.spend(address: self.peerIP, now: self.context.loop.now)
         }
