@@ -244,7 +244,7 @@ public final class H2ClientSession {
     @discardableResult
     public func sendData(streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool) -> Bool {
         guard let session, let stream = streams[streamID], !stream.endQueued else { return false }
-        stream.out.append(contentsOf: bytes)
+        stream.out.appendBytes(bytes)
         totalBufferedBytes += bytes.count
         if endStream { stream.endQueued = true }
         if stream.bufferedBytes >= limits.outputLowWatermark { stream.aboveLowWatermark = true }

@@ -46,12 +46,12 @@ final class H2ClientStream: H2OutgoingBody {
             fields.reserveCapacity(12)
         }
         let nameStart = block.count
-        block.append(contentsOf: name)
+        block.appendBytes(name)
         let nameEnd = block.count
         block.append(UInt8(ascii: ":"))
         block.append(UInt8(ascii: " "))
         let valueStart = block.count
-        block.append(contentsOf: value)
+        block.appendBytes(value)
         let valueEnd = block.count
         block.append(13)
         block.append(10)

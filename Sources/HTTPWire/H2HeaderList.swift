@@ -55,12 +55,12 @@ public struct H2HeaderList {
         }
         let (lower, upper) = HTTPSyntax.trimOWS(value, 0, value.count)
         let nameStart = storage.count
-        storage.append(contentsOf: name)
+        storage.appendBytes(name)
         storage.withUnsafeMutableBufferPointer { bytes in
             for i in nameStart..<bytes.count { bytes[i] = HTTPSyntax.lowercased(bytes[i]) }
         }
         let valueStart = storage.count
-        storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
+        storage.appendBytes(UnsafeRawBufferPointer(rebasing: value[lower..<upper]))
         spans.append((nameStart, name.count, valueStart, upper - lower, flags))
     }
 

@@ -36,7 +36,7 @@ extension H2ServerSession {
                 guard slot == nil else { reject(stream); return }
                 if pseudoBytes.capacity == 0 { pseudoBytes.reserveCapacity(256) }
                 let start = pseudoBytes.count
-                pseudoBytes.append(contentsOf: value)
+                pseudoBytes.appendBytes(value)
                 slot = Int32(clamping: start)..<Int32(clamping: pseudoBytes.count)
             }
             switch name.count {
@@ -106,11 +106,11 @@ extension H2ServerSession {
             return
         }
         let nameStart = stream.trailerBlock.count
-        stream.trailerBlock.append(contentsOf: name)
+        stream.trailerBlock.appendBytes(name)
         let nameEnd = stream.trailerBlock.count
         stream.trailerBlock.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
         let valueStart = stream.trailerBlock.count
-        stream.trailerBlock.append(contentsOf: value)
+        stream.trailerBlock.appendBytes(value)
         let valueEnd = stream.trailerBlock.count
         stream.trailerBlock.append(contentsOf: [13, 10])
         stream.trailerFields.append(HTTPHeaderField(

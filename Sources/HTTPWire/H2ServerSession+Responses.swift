@@ -67,7 +67,7 @@ extension H2ServerSession {
         guard let session, let stream = streams[streamID], stream.headSent, stream.hasBody, !stream.endQueued else {
             return false
         }
-        stream.out.append(contentsOf: bytes)
+        stream.out.appendBytes(bytes)
         totalBufferedBytes += bytes.count
         if endStream { stream.endQueued = true }
         if stream.bufferedBytes >= limits.outputLowWatermark { stream.aboveLowWatermark = true }

@@ -69,7 +69,8 @@ final class H2ClientRecorder: H2ClientSessionDelegate {
         let id = client.submitRequest(method: "POST", scheme: "http", authority: "up", path: "/svc/M", headers: list,
                                       endStream: false)
         #expect(id == 1)
-        client.sendData(streamID: 1, Array("ping".utf8).withUnsafeBytes { $0 }, endStream: false)
+        // The bytes are valid only inside the closure (a pointer escaped from it dangles).
+        Array("ping".utf8).withUnsafeBytes { _ = client.sendData(streamID: 1, $0, endStream: false) }
         var t = H2HeaderList()
         t.add("x-req", "done")
         #expect(client.sendTrailers(streamID: 1, t))
