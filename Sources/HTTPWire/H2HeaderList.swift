@@ -6,8 +6,11 @@ public struct H2HeaderList {
     private var spans: [(name: Int, nameLength: Int, value: Int, valueLength: Int, flags: UInt8)] = []
     private var connectionTokens: [[UInt8]] = []
 
-    /// An empty list; `capacity` bytes of names and values are reserved.
+    /// An empty list; `capacity` bytes of names and values and 16 fields are reserved when `capacity` is not 0. An
+    /// empty one allocates nothing: `H2Connection.takeHeaderList` makes one per response only to swap it with the
+    /// list it keeps, and the 16 fields reserved here were an allocation per response.
     public init(capacity: Int = 0) {
+        guard capacity > 0 else { return }
         storage.reserveCapacity(capacity)
         spans.reserveCapacity(16)
     }
@@ -43,7 +46,9 @@ public struct H2HeaderList {
     }
 
     private mutating func add(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, flags: UInt8) {
-        guard !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value) else { return }
+        // Whether the name is a token is checked as it is lower-cased below (one pass over its bytes): a name that
+        // is not one never equals a connection-specific name, so the check can wait until then.
+        guard !name.isEmpty, HTTPSyntax.isFieldValue(value) else { return }
         if HTTPHeaderName.isConnectionSpecific(name) || (name.count == 2 && HTTPSyntax.equalsLowercased(name, "te")) {
             if name.count == 10, HTTPSyntax.equalsLowercased(name, "connection") {
                 HTTPHeaders.forEachListElement(value) { token in
@@ -56,8 +61,17 @@ public struct H2HeaderList {
         let (lower, upper) = HTTPSyntax.trimOWS(value, 0, value.count)
         let nameStart = storage.count
         storage.appendBytes(name)
-        storage.withUnsafeMutableBufferPointer { bytes in
-            for i in nameStart..<bytes.count { bytes[i] = HTTPSyntax.lowercased(bytes[i]) }
+        let token = storage.withUnsafeMutableBufferPointer { bytes in
+            for i in nameStart..<bytes.count {
+                let b = bytes[i]
+                guard HTTPSyntax.isTChar(b) else { return false }
+                bytes[i] = HTTPSyntax.lowercased(b)
+            }
+            return true
+        }
+        guard token else {
+            storage.removeSubrange(nameStart...)
+            return
         }
         let valueStart = storage.count
         storage.appendBytes(UnsafeRawBufferPointer(rebasing: value[lower..<upper]))

@@ -25,7 +25,7 @@ extension H2ServerSession {
     /// `status` is not in 200…999.
     @discardableResult
     public func sendResponseHead(streamID: Int32, status: Int, headers: [(String, String)], endStream: Bool) -> Bool {
-        var list = H2HeaderList()
+        var list = H2HeaderList(capacity: 256)
         for (name, value) in headers {
             var name = name
             var value = value
@@ -44,7 +44,7 @@ extension H2ServerSession {
     /// without a `String` per field.
     @discardableResult
     public func sendResponseHead(streamID: Int32, status: Int, headers: HTTPHeaders, endStream: Bool) -> Bool {
-        var list = H2HeaderList()
+        var list = H2HeaderList(capacity: 256)
         headers.forEachField { _, name, value in list.add(name, value) }
         return submitResponse(streamID: streamID, status: status, list: list, endStream: endStream)
     }

@@ -125,7 +125,7 @@ final class H2StreamExchange: ExchangeResponder {
         if let trailers = ex.responseTrailers {
             if ex.grpc != nil { ex.grpc?.status = GRPCCall.status(in: trailers) }
             // A trailing HEADERS frame (SPEC §6.1): the fields `TrailerFilter` allows, lower-cased by the list.
-            var list = H2HeaderList()
+            var list = H2HeaderList(capacity: 256)
             TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
             connection.sendTrailers(streamID, list)
             connection.streamProgressed()
@@ -154,7 +154,7 @@ final class H2StreamExchange: ExchangeResponder {
 
     /// A trailing HEADERS frame with END_STREAM after what was relayed (the call's `grpc-timeout` passed).
     func endGRPCCall(_ trailers: [(String, String)], exchange ex: Exchange) {
-        var list = H2HeaderList()
+        var list = H2HeaderList(capacity: 256)
         for (name, value) in trailers { list.add(name, value) }
         connection.sendTrailers(streamID, list)
         connection.streamProgressed()

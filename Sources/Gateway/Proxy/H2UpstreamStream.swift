@@ -69,7 +69,7 @@ final class H2UpstreamStream: UpstreamChannel {
     func endRequest(chunked: Bool, trailers: HTTPHeaders?) {
         guard id > 0, case .send = machine.handle(.end(now: context.loop.now)) else { return }
         if let trailers, !trailers.isEmpty {
-            var list = H2HeaderList()
+            var list = H2HeaderList(capacity: 256)
             TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
             connection.session.sendTrailers(streamID: id, list)
         } else {
