@@ -18,7 +18,15 @@ struct AppCheckDecision {
 /// for its answer, and the request is decided under the configuration it arrived under.
 struct StepRoute {
     let runtime: Runtime
-    let route: CompiledRoute
+    /// Not retained: `runtime` (held) owns it.
+    private let routeRef: Unretained<CompiledRoute>
+    var route: CompiledRoute { @inline(__always) get { routeRef.value } }
+
+    /// `route` must be one of `runtime.routes`.
+    init(runtime: Runtime, route: CompiledRoute) {
+        self.runtime = runtime
+        routeRef = Unretained(route)
+    }
 
     var enforcement: Enforcement { route.enforcement }
     var corsPreflight: CORSPreflight { route.corsPreflight }

@@ -27,7 +27,10 @@ package final class Exchange: UpstreamOwner {
     let isHead: Bool
     /// The route that matched, from the runtime the exchange holds (`routeTable`); nil when none matched (also for
     /// built-in handlers).
-    private(set) var route: CompiledRoute?
+    var route: CompiledRoute? { @inline(__always) get { routeRef?.value } }
+    /// `route`, not retained: the runtime the exchange holds (`routes`, set with it) owns it. Holding it strongly
+    /// cost a retain and a release per request, and every read through the computed `routeName`/`mode` another pair.
+    private var routeRef: Unretained<CompiledRoute>?
     /// The route (or built-in handler) name for logs and metrics; empty when none matched.
     var routeName: String { route?.name ?? builtin?.name ?? "" }
     /// `X-AppCheck-Status` value and the log fields of the App Check step.
@@ -256,7 +259,7 @@ package final class Exchange: UpstreamOwner {
     /// `route` is one of `runtime`'s (the loop's current runtime, which admission routed with).
     private func useRoute(_ route: CompiledRoute, of runtime: Runtime) {
         routes = runtime
-        self.route = route
+        routeRef = Unretained(route)
         machine.maxBodyBytes = route.maxBodyBytes
     }
 
