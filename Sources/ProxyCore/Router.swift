@@ -8,7 +8,7 @@ public struct Router: Sendable {
 
     public init(routes: [CompiledRoute]) { self.routes = routes }
 
-    @inline(__always)
+    @inlinable
     public func match(method: String, path: String) -> CompiledRoute? {
         for route in routes {
             switch route.match {

@@ -79,14 +79,14 @@ package final class RequestRecorder {
         let status = ex.status
         let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
         if !ex.routeName.isEmpty {
-            if let route = ex.route, let table = ex.routeTable, route.index < table.routes.count {
+            // The index read through the unretained route: binding the route itself retained it for the block.
+            if let table = ex.routeTable, let i = ex.route?.index, i < table.routes.count {
                 // A configured route: its slot by index (no hashing of the name); folded into `metrics` when read.
                 if table !== slotTable {
                     foldRouteSlots()
                     slotTable = table
                     routeSlots = Array(repeating: nil, count: table.routes.count)
                 }
-                let i = route.index
                 if routeSlots[i] == nil { routeSlots[i] = RouteSlot(route: LoopMetrics.Route(mode: ex.mode)) }
                 Self.count(&routeSlots[i]!.route, ex, status: nil, seconds: seconds)
                 if status >= 0 && status < RouteSlot.statusLimit {
@@ -217,7 +217,7 @@ package final class RequestRecorder {
             line.field("bytes_in", Int(bytesIn))
             line.field("bytes_out", Int(bytesOut))
             line.field("tunnel_end", outcome.rawValue)
-        } else if let route = ex.route, route.streamIdleTimeoutNS != nil {
+        } else if ex.route?.streamIdleTimeoutNS != nil {
             // A stream's line (a route with `stream_idle_timeout`: server-sent events, long polls; SPEC §6.1): request
             // body bytes from the client, response body bytes relayed to the client (0 when none came).
             line.field("bytes_in", Int(ex.machine.bodyReceived))
