@@ -1,22 +1,22 @@
 import GatewayConfig
 
 /// Picks the route for a request: the first route in file order whose path matches (exact `path`, or
-/// `prefix`) and whose `methods` (when set) contain the method.
+/// `prefix`) and whose `methods` (when set) contain the method. Hands out the runtime's own `CompiledRoute`
+/// instances: the same request on the same configuration gets the same reference.
 public struct Router: Sendable {
-    public let routes: [RouteSettings]
+    public let routes: [CompiledRoute]
 
-    public init(routes: [RouteSettings]) { self.routes = routes }
+    public init(routes: [CompiledRoute]) { self.routes = routes }
 
-    public func match(method: String, path: String) -> Int? {
-        // By index, reading each route's fields in place: iterating the values copied every `RouteSettings` (a retain
-        // per reference-counted field) on every request.
-        for i in routes.indices {
-            switch routes[i].match {
+    @inlinable
+    public func match(method: String, path: String) -> CompiledRoute? {
+        for route in routes {
+            switch route.match {
             case .exact(let p): if path != p { continue }
             case .prefix(let p): if !path.hasPrefix(p) { continue }
             }
-            if !routes[i].methods.isEmpty && !routes[i].methods.contains(method) { continue }
-            return i
+            if !route.methods.isEmpty && !route.methods.contains(method) { continue }
+            return route
         }
         return nil
     }

@@ -19,9 +19,10 @@ public final class Runtime: Sendable {
     /// Upstream responses may carry larger heads than we accept from clients.
     public let upstreamParserLimits: HTTPParserLimits
     public let generation: Int
+    /// The routes, compiled once for this generation (`router` hands out these instances), in file order.
+    public let routes: [CompiledRoute]
     /// Hot-path copies of settings (reading `settings.server.limits.x` through a class copies the whole
     /// settings value and retains everything in it).
-    public let routes: [RouteSettings]
     public let idleTimeoutNS: UInt64
     public let headerTimeoutNS: UInt64
     public let bodyTimeoutNS: UInt64
@@ -44,8 +45,8 @@ public final class Runtime: Sendable {
     public init(settings: Settings, generation: Int) throws {
         self.settings = settings
         self.generation = generation
-        router = Router(routes: settings.routes)
-        routes = settings.routes
+        routes = CompiledRoute.compile(settings)
+        router = Router(routes: routes)
         idleTimeoutNS = .nanoseconds(settings.server.limits.idleTimeout)
         headerTimeoutNS = .nanoseconds(settings.server.limits.headerTimeout)
         bodyTimeoutNS = .nanoseconds(settings.server.limits.bodyTimeout)

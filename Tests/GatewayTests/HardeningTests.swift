@@ -54,7 +54,7 @@ import Testing
 
     // MARK: #6 the writer refuses CR, LF and NUL whatever their source
 
-    static func writerInputs() throws -> (HTTPRequestHead, RequestTarget, RouteSettings, UpstreamSettings) {
+    static func writerInputs() throws -> (HTTPRequestHead, RequestTarget, CompiledRoute, UpstreamSettings) {
         let yaml = GatewayHarness.config(upstream: "http://127.0.0.1:9", routes: routes)
         let settings = try ConfigLoader.load(yaml: yaml, path: "hardening.yaml", environment: [:]).get()
         var parser = HTTPRequestHeadParser()
@@ -63,7 +63,7 @@ import Testing
             throw HarnessError("head did not parse")
         }
         let target = try RequestTarget.parse(head.target).get()
-        return (head, target, settings.routes[0], settings.upstreams[0])
+        return (head, target, CompiledRoute.compile(settings)[0], settings.upstreams[0])
     }
 
     static let skipped = AppCheckOutcome.skipped

@@ -79,14 +79,14 @@ package final class RequestRecorder {
         let status = ex.status
         let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
         if !ex.routeName.isEmpty {
-            if let table = ex.routeTable, ex.routeIndex >= 0, ex.routeIndex < table.routes.count {
+            // The index read through the unretained route: binding the route itself retained it for the block.
+            if let table = ex.routeTable, let i = ex.route?.index, i < table.routes.count {
                 // A configured route: its slot by index (no hashing of the name); folded into `metrics` when read.
                 if table !== slotTable {
                     foldRouteSlots()
                     slotTable = table
                     routeSlots = Array(repeating: nil, count: table.routes.count)
                 }
-                let i = ex.routeIndex
                 if routeSlots[i] == nil { routeSlots[i] = RouteSlot(route: LoopMetrics.Route(mode: ex.mode)) }
                 Self.count(&routeSlots[i]!.route, ex, status: nil, seconds: seconds)
                 if status >= 0 && status < RouteSlot.statusLimit {
@@ -99,7 +99,7 @@ package final class RequestRecorder {
                 Self.count(&metrics.routes[ex.routeName, default: LoopMetrics.Route(mode: ex.mode)], ex, status: status,
                            seconds: seconds)
             }
-            if ex.appCheckRan {
+            if ex.appCheckDecided {
                 // The raw values agree (DashboardHistoryTests.categoriesAreTheMetricsOutcomesInOrder); `skipped` has none there.
                 if let category = DashboardCategory(rawValue: Int(ex.appCheck.outcome.rawValue)) {
                     metrics.dashboard.record(route: ex.routeName, mode: ex.mode, category: category,
@@ -137,7 +137,7 @@ package final class RequestRecorder {
     /// `status` nil: the caller counts the status itself.
     private static func count(_ r: inout LoopMetrics.Route, _ ex: Exchange, status: Int?, seconds: Double) {
         r.mode = ex.mode
-        if ex.appCheckRan {
+        if ex.appCheckDecided {
             let outcome = ex.appCheck.outcome
             r.outcomes[Int(outcome.rawValue)] += 1
             if ex.appCheck.bound { r.dpopBound += 1 }
@@ -197,7 +197,7 @@ package final class RequestRecorder {
             line.field("outcome", "client_closed")
             line.field("reason", "client_closed")
         } else {
-            line.field("outcome", ex.appCheckRan ? ac.outcome.name : nil)
+            line.field("outcome", ex.appCheckDecided ? ac.outcome.name : nil)
             line.field("reason", ac.reason)
             if let rule = ac.dpopRule { line.field("dpop_rule", rule) }
         }
@@ -217,8 +217,7 @@ package final class RequestRecorder {
             line.field("bytes_in", Int(bytesIn))
             line.field("bytes_out", Int(bytesOut))
             line.field("tunnel_end", outcome.rawValue)
-        } else if let routes = ex.routeTable, ex.routeIndex >= 0, ex.routeIndex < routes.routes.count,
-                  routes.routes[ex.routeIndex].streamIdleTimeout != nil {
+        } else if ex.route?.streamIdleTimeoutNS != nil {
             // A stream's line (a route with `stream_idle_timeout`: server-sent events, long polls; SPEC §6.1): request
             // body bytes from the client, response body bytes relayed to the client (0 when none came).
             line.field("bytes_in", Int(ex.machine.bodyReceived))

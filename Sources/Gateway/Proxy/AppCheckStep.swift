@@ -13,39 +13,33 @@ struct AppCheckDecision {
     var rejection: Rejection?
 }
 
-/// What the App Check step reads of the request's route, taken from the runtime's table in place: handing the step a
-/// `RouteSettings` copied each of its reference-counted fields (name, match, methods, providers) per request.
+/// What the App Check step reads of a request: its route, and the runtime that route belongs to (its App Check
+/// policies, the outdated-client matcher). Both held: a reload may replace the loop's runtime while a request waits
+/// for its answer, and the request is decided under the configuration it arrived under.
 struct StepRoute {
-    /// Holds the table (a reload may replace the loop's runtime while a request waits for its answer).
     let runtime: Runtime
-    let index: Int
-    let enforcement: Enforcement
-    let corsPreflight: CORSPreflight
-    let replayProtection: Bool
-    /// The route lists `providers` (most do not: then the set is never read).
-    let limitsProviders: Bool
-    /// `max_risk` and `require_risk` of the route.
-    let maxRisk: Int?
-    let requireRisk: Bool
-    /// `dpop` and `dpop_max_age` of the route (SPEC §4.4).
-    let dpop: DPoPMode
-    let dpopMaxAge: Double
+    /// Not retained: `runtime` (held) owns it.
+    private let routeRef: Unretained<CompiledRoute>
+    var route: CompiledRoute { @inline(__always) get { routeRef.value } }
 
-    init(runtime: Runtime, index: Int) {
+    /// `route` must be one of `runtime.routes`.
+    init(runtime: Runtime, route: CompiledRoute) {
         self.runtime = runtime
-        self.index = index
-        enforcement = runtime.routes[index].enforcement
-        corsPreflight = runtime.routes[index].corsPreflight
-        replayProtection = runtime.routes[index].replayProtection
-        limitsProviders = !runtime.routes[index].providers.isEmpty
-        maxRisk = runtime.routes[index].maxRisk
-        requireRisk = runtime.routes[index].requireRisk
-        dpop = runtime.routes[index].dpop
-        dpopMaxAge = runtime.routes[index].dpopMaxAge
+        routeRef = Unretained(route)
     }
 
-    /// `providers` of the route, read in place.
-    var providers: Set<String> { runtime.routes[index].providers }
+    var enforcement: Enforcement { route.enforcement }
+    var corsPreflight: CORSPreflight { route.corsPreflight }
+    var replayProtection: Bool { route.replayProtection }
+    /// The route lists `providers` (most do not: then the set is never read).
+    var limitsProviders: Bool { route.limitsProviders }
+    var providers: Set<String> { route.providers }
+    /// `max_risk` and `require_risk` of the route.
+    var maxRisk: Int? { route.maxRisk }
+    var requireRisk: Bool { route.requireRisk }
+    /// `dpop` and `dpop_max_age` of the route (SPEC §4.4).
+    var dpop: DPoPMode { route.dpop }
+    var dpopMaxAge: Double { route.dpopMaxAge }
 }
 
 /// A refusal answered by the gateway itself.

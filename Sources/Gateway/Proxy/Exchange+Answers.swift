@@ -20,7 +20,7 @@ extension Exchange {
                      dpopChallenge: Bool = false) -> PendingAnswer {
         // Refused before the App Check step (malformed, too large, timed out): the log line's `reason` says why;
         // a plain 404 (no route) has none.
-        if !appCheckRan && appCheck.reason == nil && !(status == 404 && routeIndex < 0) { appCheck.reason = reason }
+        if !appCheckDecided && appCheck.reason == nil && !(status == 404 && route == nil) { appCheck.reason = reason }
         if grpc != nil {
             return PendingAnswer(status: status, headers: GRPCStatus.fields(
                 httpStatus: status, code: code, reason: reason, retryAfter: retryAfter, dpopChallenge: dpopChallenge),

@@ -7,9 +7,8 @@ extension Exchange {
     /// A gRPC call routed to an `http1` upstream cannot work there (no trailers, no HTTP/2 streams): 14 UNAVAILABLE,
     /// reason `upstream_not_h2`, before the App Check step (no token is spent, no key work done for a call that can
     /// never be carried) and never forwarded. True when refused.
-    func refuseGRPCWithoutH2(routeIndex: Int) -> Bool {
-        guard grpc != nil, let table = routeTable else { return false }
-        guard table.settings.upstreams[table.routes[routeIndex].upstreamIndex].httpProtocol == .http1 else { return false }
+    func refuseGRPCWithoutH2(_ route: CompiledRoute) -> Bool {
+        guard grpc != nil, !route.upstreamIsH2 else { return false }
         respondError(status: 502, code: "upstream_unavailable", reason: "upstream_not_h2", close: false)
         return true
     }

@@ -37,12 +37,10 @@ extension Exchange {
 
     /// On a route with `websocket: true`: marks a handshake from an HTTP/1.1 client as one (`tunnel`), and removes
     /// the token subprotocol entries of any request of the route (`WebSocketHandshake.withSubprotocolTokenMoved`).
-    func prepareWebSocket(_ head: HTTPRequestHead, routeIndex: Int) -> WebSocketPreparation {
-        guard let routes = routeTable, routeIndex < routes.routes.count else { return .unchanged }
+    func prepareWebSocket(_ head: HTTPRequestHead, route: CompiledRoute) -> WebSocketPreparation {
         // HTTP/2 has no Upgrade (RFC 8441 is not offered): only an HTTP/1.1 connection can become a tunnel.
         if responder is ClientConnection && WebSocketHandshake.isHandshake(head) {
-            let idle = routes.routes[routeIndex].streamIdleTimeout ?? RouteSettings.defaultTunnelIdleTimeout
-            tunnel = .requested(idleTimeout: .nanoseconds(idle))
+            tunnel = .requested(idleTimeout: route.tunnelIdleTimeoutNS)
         }
         switch WebSocketHandshake.withSubprotocolTokenMoved(head, limits: context.runtime.parserLimits) {
         case .unchanged:
@@ -90,8 +88,7 @@ extension Exchange {
         case .stream(let n):
             tunnel = .stream(bytesOut: n + Int64(data.count))
         case .none:
-            if let routes = routeTable, routeIndex >= 0, routeIndex < routes.routes.count,
-               routes.routes[routeIndex].streamIdleTimeout != nil {
+            if let route, route.streamIdleTimeoutNS != nil {
                 tunnel = .stream(bytesOut: Int64(data.count))
             }
         case .requested, .open, .ended:

@@ -25,16 +25,22 @@ package final class Exchange: UpstreamOwner {
     private(set) lazy var requestId: String = id.string
     let start: UInt64
     let isHead: Bool
-    /// The route's index in the runtime's table; -1 when none matched (also for built-in handlers).
-    private(set) var routeIndex = -1
+    /// The route that matched, from the runtime the exchange holds (`routeTable`); nil when none matched (also for
+    /// built-in handlers).
+    var route: CompiledRoute? { @inline(__always) get { routeRef?.value } }
+    /// `route`, not retained: the runtime the exchange holds (`routes`, set with it) owns it. Holding it strongly
+    /// cost a retain and a release per request, and every read through the computed `routeName`/`mode` another pair.
+    private var routeRef: Unretained<CompiledRoute>?
     /// The route (or built-in handler) name for logs and metrics; empty when none matched.
-    private(set) var routeName = ""
+    var routeName: String { route?.name ?? builtin?.name ?? "" }
     /// `X-AppCheck-Status` value and the log fields of the App Check step.
     var appCheck = AppCheckOutcome.skipped
-    /// False when the request was answered before the App Check step ran (no outcome is counted then).
-    private(set) var appCheckRan = false
-    /// The route's enforcement when the request arrived (`enforce`, `monitor`, `off`).
-    private(set) var mode = "off"
+    /// Whether the App Check step decided the request (no outcome is counted when it was answered before).
+    private(set) var appCheckStage = AppCheckStage.notReached
+    /// `appCheckStage` is `.decided`.
+    var appCheckDecided: Bool { if case .decided = appCheckStage { true } else { false } }
+    /// The route's enforcement when the request arrived (`enforce`, `monitor`, `off`); `off` without a route.
+    var mode: String { route?.mode ?? "off" }
     /// The response status; 0 until one is chosen (499 when the client left first).
     var status = 0
     private(set) var upstreamStart: UInt64 = 0
@@ -52,6 +58,15 @@ package final class Exchange: UpstreamOwner {
     var tunnel = ExchangeTunnel.none
     /// A gRPC call (set by the HTTP/2 adapter before `begin`; Exchange+GRPC.swift); nil for any other request.
     var grpc: GRPCCall?
+
+    /// How far the request got with the App Check step.
+    enum AppCheckStage {
+        /// Answered before the step decided (refused at admission, a built-in handler, a body timeout, the client
+        /// gone while the step waited): no App Check outcome is counted, and the log line has none.
+        case notReached
+        /// The step decided (an `off` route's `skipped` included): `appCheck` is its outcome.
+        case decided
+    }
 
     /// Why an exchange is cancelled before it finished.
     enum Cancellation {
@@ -102,8 +117,8 @@ package final class Exchange: UpstreamOwner {
     /// The parsed target, kept only when it differs from the head's own (normalised, a query, absolute form): the
     /// usual target is `head.target` as it is, and keeping a copy cost a copy and a destroy of the optional per request.
     private var target: RequestTarget?
-    /// The runtime whose route table `routeIndex` points into (held: a reload may replace the loop's runtime while
-    /// the exchange waits for its App Check answer).
+    /// The runtime `route` belongs to (held: a reload may replace the loop's runtime while the exchange waits for
+    /// its App Check answer, which reads this runtime's policies).
     private var routes: Runtime?
     /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
@@ -111,7 +126,9 @@ package final class Exchange: UpstreamOwner {
     var upstream: UpstreamChannel?
     /// The client address `pool` counts this request under (`max_upstream_requests_per_address`), once admitted.
     private var upstreamSlot: ConnectionAddressKey?
-    private var chunkedUpstream = false
+    /// The request body goes upstream chunked (it came chunked: HTTP/1.1 `Transfer-Encoding: chunked`, or an
+    /// HTTP/2 request without `content-length`); else as received. Fixed by the head.
+    private let chunkedUpstream: Bool
     /// Trailers (Exchange+Upstream.swift): whether the client takes response trailers; the request's; the response's.
     let acceptsTrailers: Bool
     var requestTrailers: HTTPHeaders?
@@ -142,6 +159,7 @@ package final class Exchange: UpstreamOwner {
                                            && !HTTPSyntax.isMethod(head.method, "PATCH"))
         self.head = head
         acceptsTrailers = Self.acceptsTrailers(head)
+        if case .chunked = head.framing { chunkedUpstream = true } else { chunkedUpstream = false }
         #if DEBUG
         responderCheck = responder
         #endif
@@ -157,6 +175,7 @@ package final class Exchange: UpstreamOwner {
         start = context.loop.now
         machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
         acceptsTrailers = false
+        chunkedUpstream = false
         #if DEBUG
         responderCheck = responder
         #endif
@@ -170,12 +189,11 @@ package final class Exchange: UpstreamOwner {
         switch RequestAdmission.prepare(head, runtime: context.runtime, builtins: context.builtins) {
         case .refused(let refusal):
             path = refusal.path
-            if let index = refusal.routeIndex { useRoute(index) }
+            if let route = refusal.route { useRoute(route, of: context.runtime) }
             respondError(status: refusal.status, code: refusal.code, reason: refusal.reason,
                          close: refusal.status == 400 || refusal.status == 413)
         case .builtin(let target, let handler):
             path = target.path
-            routeName = handler.name
             builtin = handler
             machine.maxBodyBytes = Int64(handler.maxBodyBytes)
             var declared = 0
@@ -201,51 +219,48 @@ package final class Exchange: UpstreamOwner {
             }
             // Chosen within the head's own event: no body byte can have arrived yet.
             perform(machine.builtinChosen())
-        case .admitted(let target, let routeIndex):
+        case .admitted(let target, let route):
             path = target.path
             if target.query != nil || target.absoluteHost != nil || target.path != head.target { self.target = target }
-            useRoute(routeIndex)
-            if refuseGRPCWithoutH2(routeIndex: routeIndex) { return }
-            if case .chunked = head.framing { chunkedUpstream = true }
+            let runtime = context.runtime
+            useRoute(route, of: runtime)
+            if refuseGRPCWithoutH2(route) { return }
             // Only routes with `websocket: true` look at the handshake's fields (Exchange+Tunnel.swift).
-            if routes!.routes[routeIndex].websocket {
-                switch prepareWebSocket(head, routeIndex: routeIndex) {
+            if route.websocket {
+                switch prepareWebSocket(head, route: route) {
                 case .answered: return
                 case .unchanged: break
                 case .rewritten(let rewritten):
-                    check(rewritten, routeIndex: routeIndex)
+                    check(rewritten, route: route, of: runtime)
                     return
                 }
             }
-            check(head, routeIndex: routeIndex)
+            check(head, route: route, of: runtime)
         }
     }
 
     /// The App Check step for an admitted request (or none on an `off` route).
     @inline(__always)
-    private func check(_ head: HTTPRequestHead, routeIndex: Int) {
-        // The route is read in place from the runtime the exchange holds (copying `RouteSettings` retains each of
-        // its fields); an `off` route skips the step, which would answer the same. Strong capture: the step answers
-        // at once on the fast path, or after a bounded wait (key-set refetch, replay store); a weak capture would give
-        // every exchange a side table. A cancelled exchange ignores the answer (the machine is done).
-        if routes!.routes[routeIndex].enforcement == .off {
-            appCheckRan = true  // `appCheck` is already `.skipped`.
+    private func check(_ head: HTTPRequestHead, route: CompiledRoute, of runtime: Runtime) {
+        // An `off` route skips the step, which would answer the same. Strong capture: the step answers at once on the
+        // fast path, or after a bounded wait (key-set refetch, replay store); a weak capture would give every exchange
+        // a side table. A cancelled exchange ignores the answer (the machine is done).
+        guard route.verifies else {
+            appCheckStage = .decided  // `appCheck` is already `.skipped`.
             passed()
             return
         }
-        context.appCheck.evaluate(head: head, route: StepRoute(runtime: routes!, index: routeIndex),
+        context.appCheck.evaluate(head: head, route: StepRoute(runtime: runtime, route: route),
                                   scheme: responder?.scheme ?? "http", peerTrusted: responder?.peerTrusted ?? false) { decision in
             self.admitted(decision)
         }
     }
 
-    private func useRoute(_ index: Int) {
-        let runtime = context.runtime
+    /// `route` is one of `runtime`'s (the loop's current runtime, which admission routed with).
+    private func useRoute(_ route: CompiledRoute, of runtime: Runtime) {
         routes = runtime
-        routeIndex = index
-        routeName = runtime.routes[index].name
-        mode = runtime.routes[index].enforcement.rawValue
-        machine.maxBodyBytes = runtime.routes[index].maxBodyBytes
+        routeRef = Unretained(route)
+        machine.maxBodyBytes = route.maxBodyBytes
     }
 
     /// Takes the decision over (`consuming`): its outcome is moved into the exchange, not copied.
@@ -253,7 +268,7 @@ package final class Exchange: UpstreamOwner {
         // A late answer for an exchange cancelled meanwhile changes nothing.
         guard machine.isAdmitting else { return }
         appCheck = decision.outcome
-        appCheckRan = true
+        appCheckStage = .decided
         if let rejection = decision.rejection {
             respondError(status: rejection.status, code: rejection.code, reason: rejection.reason, close: false,
                          retryAfter: rejection.retryAfter, dpopChallenge: rejection.dpopChallenge)
@@ -276,14 +291,13 @@ package final class Exchange: UpstreamOwner {
     /// Writes the upstream request head into the loop's head buffer (`LoopEnvironment.requestHeadBuffer`), which
     /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
     private func writeRequestHead() -> Bool {
-        guard let responder, let head, let routes, routeIndex >= 0, let pool else { return false }
+        guard let responder, let head, let route, let pool else { return false }
         let out = context.buffers.requestHead
         out.clear()
         @inline(__always) func write(_ path: String, _ query: Substring?, _ absoluteHost: String?) -> Bool {
             RequestHeadWriter.write(
                 head: head, path: path, query: query, absoluteHost: absoluteHost,
-                forwardToken: routes.routes[routeIndex].forwardToken,
-                enforcement: routes.routes[routeIndex].enforcement, upstream: pool.settings, requestId: id,
+                route: route, upstream: pool.settings, requestId: id,
                 appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
                 into: out)
         }
@@ -311,7 +325,7 @@ package final class Exchange: UpstreamOwner {
             upstreamFailed(kind)
         case .success(let up):
             upstream = up
-            if let idle = routes?.routes[routeIndex].streamIdleTimeout { up.streamIdleTimeout = .nanoseconds(idle) }
+            if let idle = route?.streamIdleTimeoutNS { up.streamIdleTimeout = idle }
             let out = context.buffers.requestHead
             up.sendHead(out.readable)
             out.clear()
@@ -417,8 +431,8 @@ package final class Exchange: UpstreamOwner {
         case .runBuiltin:
             runBuiltin()
         case .forward:
-            guard let routes, routeIndex >= 0 else { return }
-            pool = context.pools[routes.routes[routeIndex].upstreamIndex]
+            guard let route else { return }
+            pool = context.pools[route.upstreamIndex]
             guard writeRequestHead() else {
                 respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
                 return

@@ -5,18 +5,18 @@ import HTTPWire
 /// (docs/behaviour.md normalisation), built-in handlers (answered before routes), the route, a token in the URL
 /// on a verifying route, and a declared body over the route's limit.
 enum RequestAdmission {
-    /// A refusal before or right after routing; `routeIndex` is set when a route matched (the request is logged
-    /// and counted under it).
+    /// A refusal before or right after routing; `route` is set when a route matched (the request is logged and
+    /// counted under it).
     struct Refusal {
         var status: Int
         var code: String
         var reason: String
         var path: String
-        var routeIndex: Int?
+        var route: CompiledRoute?
     }
 
     enum Outcome {
-        case admitted(RequestTarget, routeIndex: Int)
+        case admitted(RequestTarget, CompiledRoute)
         case builtin(RequestTarget, BuiltinHandler)
         case refused(Refusal)
     }
@@ -31,18 +31,17 @@ enum RequestAdmission {
         for handler in builtins where handler.matches(Substring(target.path)) {
             return .builtin(target, handler)
         }
-        guard let routeIndex = runtime.router.match(method: head.method, path: target.path) else {
+        guard let route = runtime.router.match(method: head.method, path: target.path) else {
             return .refused(Refusal(status: 404, code: "no_route", reason: "no_route", path: target.path))
         }
-        // The route's fields are read in place: a copy of `RouteSettings` retains each of its fields.
-        if runtime.routes[routeIndex].enforcement != .off, let query = target.query, RequestTarget.queryHasToken(query) {
+        if route.verifies, let query = target.query, RequestTarget.queryHasToken(query) {
             return .refused(Refusal(status: 400, code: "app_check_token_in_url", reason: "token_in_url",
-                                    path: target.path, routeIndex: routeIndex))
+                                    path: target.path, route: route))
         }
-        if case .contentLength(let n) = head.framing, n > runtime.routes[routeIndex].maxBodyBytes {
+        if case .contentLength(let n) = head.framing, n > route.maxBodyBytes {
             return .refused(Refusal(status: 413, code: "body_too_large", reason: "body_too_large", path: target.path,
-                                    routeIndex: routeIndex))
+                                    route: route))
         }
-        return .admitted(target, routeIndex: routeIndex)
+        return .admitted(target, route)
     }
 }

@@ -13,13 +13,12 @@ import HTTPWire
 /// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
 enum RequestHeadWriter {
     /// The head as a new array (tests and slow paths); nil when a value would carry CR, LF or NUL.
-    package static func write(head: HTTPRequestHead, target: RequestTarget, route: RouteSettings, upstream: UpstreamSettings,
+    package static func write(head: HTTPRequestHead, target: RequestTarget, route: CompiledRoute, upstream: UpstreamSettings,
                       requestId: String, appCheck: AppCheckOutcome, peerIP: String, trusted: Bool,
                       scheme: String) -> [UInt8]? {
         let out = IOBuffer(capacity: 0)
         guard write(head: head, path: target.path, query: target.query, absoluteHost: target.absoluteHost,
-                    forwardToken: route.forwardToken, enforcement: route.enforcement,
-                    upstream: upstream, requestId: RequestID(client: requestId), appCheck: appCheck, peerIP: peerIP,
+                    route: route, upstream: upstream, requestId: RequestID(client: requestId), appCheck: appCheck, peerIP: peerIP,
                     trusted: trusted, scheme: scheme, into: out) else { return nil }
         return out.readableBytes()
     }
@@ -27,11 +26,10 @@ enum RequestHeadWriter {
     /// Appends the head to `out`, which must be empty (the loop's reusable head buffer on the request path: no
     /// allocation per request). Returns false, with `out` holding a partial head the caller discards, when a value
     /// would carry CR, LF or NUL.
-    /// Of the route, only `forward_token` and the enforcement are needed (passed alone: a copy of `RouteSettings`
-    /// would retain each of its fields). The target comes as its parts (`RequestTarget`'s): the usual one is the head's
-    /// own `target` string, passed without building a `RequestTarget` per request.
+    /// Of the route, `forward_token` and the enforcement are read. The target comes as its parts (`RequestTarget`'s):
+    /// the usual one is the head's own `target` string, passed without building a `RequestTarget` per request.
     static func write(head: HTTPRequestHead, path: String, query: Substring?, absoluteHost: String?,
-                      forwardToken: Bool, enforcement: Enforcement,
+                      route: CompiledRoute,
                       upstream: UpstreamSettings, requestId: RequestID, appCheck: AppCheckOutcome, peerIP: String,
                       trusted: Bool, scheme: String, into out: IOBuffer) -> Bool {
         precondition(out.readerIndex == 0, "RequestHeadWriter: the output buffer must start empty")
@@ -78,7 +76,7 @@ enum RequestHeadWriter {
                     checkValue()
                     out.append(static: "\r\n")
                 case .token, .dpop:
-                    if forwardToken {
+                    if route.forwardToken {
                         out.append(name)
                         out.append(static: ": ")
                         mark = out.writerIndex
@@ -155,7 +153,7 @@ enum RequestHeadWriter {
             out.append(appId)
             checkValue()
         }
-        if enforcement == .monitor, appCheck.status != .verified, appCheck.status != .skipped,
+        if route.enforcement == .monitor, appCheck.status != .verified, appCheck.status != .skipped,
            let reason = appCheck.reason {
             out.append(static: "\r\nX-AppCheck-Reason: ")
             mark = out.writerIndex
