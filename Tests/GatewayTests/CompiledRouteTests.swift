@@ -116,4 +116,36 @@ import Testing
         #expect(first.route === route && first.routeTable === oldRuntime)
         #expect(responder.calls.filter { $0 == "respond 413" }.count == 3)
     }
+
+    /// `Exchange.appCheckStage`: `.decided` once the step answered (here: no token on an enforce route, refused 401
+    /// by the step), `.notReached` when admission refused first (a token in the URL); only a decided request gets
+    /// the step's outcome and no admission reason.
+    @Test func theAppCheckStageSaysWhetherTheStepDecided() throws {
+        let yaml = """
+        app_check:
+          project_number: "123456789012"
+        upstreams:
+          api:
+            url: http://127.0.0.1:9
+        routes:
+          - name: guarded
+            prefix: /
+            upstream: api
+        """
+        let settings = try ConfigLoader.load(yaml: yaml, path: "stage.yaml", environment: [:]).get()
+        let env = LoopEnvironment(loop: try EventLoop(), runtime: try Runtime(settings: settings, generation: 0),
+                                  logSink: LogSink(), shared: SharedState())
+        let responder = ExchangeDriveTests.RecordingResponder()
+        let missing = Exchange(head: try ExchangeDriveTests.head("GET /a HTTP/1.1\r\nHost: a\r\n\r\n"),
+                               bodyFollows: false, context: env, responder: responder)
+        missing.begin()
+        #expect(missing.finished && missing.status == 401)
+        #expect(missing.appCheckDecided && missing.appCheck.status == .missing)
+        let inURL = Exchange(head: try ExchangeDriveTests.head("GET /a?X-Firebase-AppCheck=t HTTP/1.1\r\nHost: a\r\n\r\n"),
+                             bodyFollows: false, context: env, responder: responder)
+        inURL.begin()
+        #expect(inURL.finished && inURL.status == 400)
+        #expect(!inURL.appCheckDecided && inURL.appCheck.reason == "token_in_url")
+        #expect(inURL.route === missing.route && missing.route === env.runtime.routes[0])
+    }
 }
