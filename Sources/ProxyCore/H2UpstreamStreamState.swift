@@ -205,8 +205,11 @@ public struct H2UpstreamStreamState: Equatable, Sendable {
             return .none
         case (.active, .timer(let now)):
             guard case .armed(let at, _, let kind) = deadline else { return .none }
-            if now < at { return .arm(at) }
-            return fail(kind)
+            switch RequestDeadlines.expiry(of: at, now: now) {
+            case .none: return .none
+            case .early(let at): return .arm(at)
+            case .expired: return fail(kind)
+            }
         case (.active, .headSubmitted):
             return .none
         }

@@ -5,7 +5,8 @@
 /// `idle_timeout` while it has no stream: `awaitFirstRequest`, `headComplete`, `awaitNextRequest`) and an HTTP/2
 /// stream (the body gap: `bodyProgressed`, `requestComplete`). What an expired body gap means (408, a cut response,
 /// or nothing while the client's input is held) is the exchange's decision (`ExchangeStateMachine.deadline`).
-/// The upstream's `connect_timeout` and `response_timeout` are the upstream connection's.
+/// The upstream's `connect_timeout`, `response_timeout` and `stream_idle_timeout` are its sibling's,
+/// `UpstreamDeadlines`, which shares the rule of when a deadline has expired (`expiry(of:now:)`).
 ///
 /// The rules (docs/behaviour.md, like nginx's `client_header_timeout`, `client_body_timeout`, `keepalive_timeout`):
 /// - a new connection must finish its TLS handshake and start its first request within `header_timeout` from accept;
@@ -130,11 +131,35 @@ public struct RequestDeadlines: Equatable, Sendable {
         deadline = 0
     }
 
+    /// Where a deadline stands when its timer fires.
+    public enum Expiry: Equatable {
+        /// No deadline runs (0).
+        case none
+        /// Not yet: the deadline moved later since the timer was scheduled; schedule it again at this time.
+        case early(UInt64)
+        case expired
+    }
+
+    /// The one rule for every deadline of the request path, client side (`fire`), upstream side
+    /// (`UpstreamDeadlines.fire`, `H2UpstreamStreamState`'s timer), a tunnel's idle bound (`TunnelState`) and a
+    /// lingering close: a deadline of 0 is none, and a deadline has expired once `now` has reached it. Deadlines only
+    /// move later between schedulings (each event pushes its own), so a timer that fires early is scheduled again at
+    /// the current deadline instead of being moved on every event.
+    @inline(__always)
+    public static func expiry(of deadline: UInt64, now: UInt64) -> Expiry {
+        if deadline == 0 { return .none }
+        return now < deadline ? .early(deadline) : .expired
+    }
+
     /// The timer fired at `now`. `readPaused`: body reading is paused for upstream backpressure;
     /// `responseStarted`: part of the response has been written to the client.
     public mutating func fire(now: UInt64, readPaused: Bool, responseStarted: Bool) -> Action {
-        guard deadline != 0, state != .closed else { return .none }
-        if now < deadline { return .reschedule(deadline) }
+        guard state != .closed else { return .none }
+        switch Self.expiry(of: deadline, now: now) {
+        case .none: return .none
+        case .early(let at): return .reschedule(at)
+        case .expired: break
+        }
         switch state {
         case .handshake:
             return .abort

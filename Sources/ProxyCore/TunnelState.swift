@@ -169,7 +169,7 @@ public struct TunnelState: Equatable, Sendable {
     /// The idle timer fired at `now`.
     public mutating func timerFired(now: UInt64) -> Timer {
         guard !isDone else { return .none }
-        if now < idleDeadline { return .reschedule(idleDeadline) }
+        if case .early(let at) = RequestDeadlines.expiry(of: idleDeadline, now: now) { return .reschedule(at) }
         outcome = .idleTimeout
         return .expired
     }

@@ -1,6 +1,7 @@
 import EventLoop
 import Glibc
 import HTTPWire
+import ProxyCore
 
 /// Lingering close (nginx's `lingering_close`): a connection that closes after answering a request whose body it
 /// did not read (a refused upload, a 401 before the body) must not close with bytes still on their way, or the
@@ -119,7 +120,7 @@ extension ClientConnection {
         }
         linger = plan
         let now = context.loop.now
-        if finished || now >= lingerEnds { close(); return }
+        if finished || RequestDeadlines.expiry(of: lingerEnds, now: now) == .expired { close(); return }
         if sawBytes || !timer.isArmed { context.loop.schedule(timer, at: min(now &+ Linger.idle, lingerEnds)) }
     }
 }

@@ -461,7 +461,7 @@ package final class Exchange: UpstreamOwner {
         case .answerUpstreamFailure(let kind, let close):
             upstream = nil
             let answer: PendingAnswer
-            if kind == .responseTimeout || kind == .connectTimeout {
+            if UpstreamDeadlines.isGatewayTimeout(kind) {
                 answer = errorAnswer(status: 504, code: "upstream_timeout", reason: kind.rawValue)
             } else if kind == .connectRateLimited || kind == .addressBusy {
                 answer = errorAnswer(status: 503, code: "upstream_busy", reason: kind.rawValue, retryAfter: 1)

@@ -39,12 +39,16 @@ final class UpstreamConnection: EventHandler {
     /// the connection stay on the fast path): `close()` cancels the timer and nothing arms it once closed. A `let`, not
     /// a `lazy var`: each read of a lazy one cost a retain and a release.
     private let timer = LoopTimer()
+    /// `connect_timeout`, `response_timeout` and `stream_idle_timeout` as a value (ProxyCore): this connection feeds
+    /// it events and performs its actions (`perform`), and keeps no deadline of its own.
+    private var deadlines: UpstreamDeadlines
     /// The route's `stream_idle_timeout` in nanoseconds for the current exchange, 0 when it sets none: once the
     /// response head has arrived it replaces `response_timeout` between body reads, and request body bytes sent
-    /// count as movement too (one idle bound over both directions).
-    var streamIdleTimeout: UInt64 = 0
-    private var deadline: UInt64 = 0
-    private var deadlineKind = UpstreamFailure.connectTimeout
+    /// count as movement too (one idle bound over both directions). Set after `attach`, which clears it.
+    var streamIdleTimeout: UInt64 {
+        get { deadlines.streamIdle }
+        set { deadlines.streamIdle = newValue }
+    }
 
     /// TLS to an `https://` upstream; the handshake runs once TCP is connected (state `connecting` until done).
     let tls: TLSStream?
@@ -54,6 +58,8 @@ final class UpstreamConnection: EventHandler {
         self.pool = pool
         self.tls = tls
         machine = UpstreamConnectionStateMachine(connected: connected, tls: tls != nil)
+        deadlines = UpstreamDeadlines(limits: .init(connect: .nanoseconds(pool.settings.connectTimeout),
+                                                    response: .nanoseconds(pool.settings.responseTimeout)))
         inBuf = ownBuf
         let limits = pool.context.runtime.upstreamParserLimits
         parser = HTTPResponseHeadParser(limits: limits)
@@ -68,14 +74,10 @@ final class UpstreamConnection: EventHandler {
     func attach(_ client: UpstreamOwner, method: String, reused: Bool, upgrade: Bool = false) {
         self.client = client
         self.method = method
-        streamIdleTimeout = 0
         phase = upgrade ? .upgradeHead : .head
         parser.reset()
-        if machine.attach(pooled: reused) {
-            arm(.connectTimeout, after: pool.settings.connectTimeout)
-        } else {
-            disarm()
-        }
+        let connecting = machine.attach(pooled: reused)
+        perform(deadlines.attached(connecting: connecting, now: pool.context.loop.now))
     }
 
     func becomeIdle(until: UInt64) {
@@ -84,11 +86,7 @@ final class UpstreamConnection: EventHandler {
         phase = .done
         outBuf.shrinkIfIdle(to: 2048)
         ownBuf.release()
-        deadline = until
-        deadlineKind = .reset
-        guard !machine.isClosed else { return }
-        // Lazy: a timer armed earlier fires, finds the later deadline and re-schedules itself.
-        if !timer.isArmed || timer.deadline > until { pool.context.loop.schedule(timer, at: until) }
+        perform(deadlines.pooled(until: until))
     }
 
     // MARK: request side
@@ -100,7 +98,7 @@ final class UpstreamConnection: EventHandler {
 
     func send(_ bytes: UnsafeRawBufferPointer) {
         outBuf.append(bytes)
-        if streamIdleTimeout != 0 { streamMoved() }
+        if deadlines.requestBytesCount { deadlines.requestProgressed(now: pool.context.loop.now) }
         if machine.isActive { flushOut() }
     }
 
@@ -110,7 +108,7 @@ final class UpstreamConnection: EventHandler {
         outBuf.append(Self.crlf)
         outBuf.append(data)
         outBuf.append(Self.crlf)
-        if streamIdleTimeout != 0 { streamMoved() }
+        if deadlines.requestBytesCount { deadlines.requestProgressed(now: pool.context.loop.now) }
         if machine.isActive { flushOut() }
     }
 
@@ -124,7 +122,7 @@ final class UpstreamConnection: EventHandler {
 
     /// The client has handed over the whole request: the response timeout starts.
     func requestComplete() {
-        if machine.requestSent() { arm(.responseTimeout, after: pool.settings.responseTimeout) }
+        if machine.requestSent() { perform(deadlines.requestSent(now: pool.context.loop.now)) }
     }
 
     /// The client no longer wants this exchange: the connection cannot be reused mid-exchange.
@@ -180,8 +178,7 @@ final class UpstreamConnection: EventHandler {
                 case .failed: fail(.tlsFailed); return
                 }
             }
-            disarm()
-            if machine.connected() { arm(.responseTimeout, after: pool.settings.responseTimeout) }
+            perform(deadlines.connected(requestSent: machine.connected(), now: pool.context.loop.now))
             flushOut()
             if machine.isClosed { return }
             if tls != nil { readResponse(); return }
@@ -287,11 +284,7 @@ final class UpstreamConnection: EventHandler {
                     if case .upgradeHead = phase { machine.responseHead(keepAlive: false) } else {
                         machine.responseHead(keepAlive: head.keepAlive)
                     }
-                    if streamIdleTimeout != 0 {
-                        armStream()
-                    } else {
-                        arm(.responseTimeout, after: pool.settings.responseTimeout)
-                    }
+                    perform(deadlines.responseHead(now: pool.context.loop.now))
                     let wantsBody = client.upstreamResponseHead(head, framing: framing)
                     switch framing {
                     case .none: complete(); return
@@ -310,7 +303,7 @@ final class UpstreamConnection: EventHandler {
                 let n = Int(min(Int64(available), remaining))
                 let more = client.upstreamResponseBody(UnsafeRawBufferPointer(rebasing: inBuf.readable[0..<n]))
                 inBuf.consume(n)
-                refreshDeadline()
+                deadlines.responseProgressed(now: pool.context.loop.now)
                 if remaining - Int64(n) == 0 { phase = .done; complete(); return }
                 phase = .length(remaining: remaining - Int64(n))
                 if !more { machine.pauseReading(); return }
@@ -320,7 +313,7 @@ final class UpstreamConnection: EventHandler {
                 let result = decoder.decode(inBuf.readable) { data in
                     if !client.upstreamResponseBody(data) { more = false }
                 }
-                refreshDeadline()
+                deadlines.responseProgressed(now: pool.context.loop.now)
                 switch result {
                 case .consumed(let n):
                     inBuf.consume(n)
@@ -339,7 +332,7 @@ final class UpstreamConnection: EventHandler {
                 if inBuf.isEmpty { return }
                 let more = client.upstreamResponseBody(inBuf.readable)
                 inBuf.consume(inBuf.readableCount)
-                refreshDeadline()
+                deadlines.responseProgressed(now: pool.context.loop.now)
                 if !more { machine.pauseReading() }
                 return
             case .done:
@@ -353,7 +346,7 @@ final class UpstreamConnection: EventHandler {
     private func complete() {
         let c = client
         client = nil
-        disarm()
+        deadlines.responseComplete()
         phase = .done
         if machine.responseComplete(buffersEmpty: outBuf.isEmpty && inBuf.isEmpty) {
             pool.release(self)
@@ -372,52 +365,31 @@ final class UpstreamConnection: EventHandler {
 
     // MARK: timers
 
-    private func arm(_ kind: UpstreamFailure, after seconds: Double) {
-        guard !machine.isClosed else { return }
-        deadlineKind = kind
-        let at = pool.context.loop.now + .nanoseconds(seconds)
-        deadline = at
-        if !timer.isArmed || timer.deadline > at { pool.context.loop.schedule(timer, at: at) }
-    }
-
-    private func refreshDeadline() {
-        if streamIdleTimeout != 0 { deadline = pool.context.loop.now &+ streamIdleTimeout; return }
-        deadline = pool.context.loop.now + .nanoseconds(pool.settings.responseTimeout)
-    }
-
-    /// The response head arrived on a route with `stream_idle_timeout`: its one idle bound starts.
-    private func armStream() {
-        deadlineKind = .streamIdleTimeout
-        let at = pool.context.loop.now &+ streamIdleTimeout
-        deadline = at
-        if !timer.isArmed || timer.deadline > at { pool.context.loop.schedule(timer, at: at) }
-    }
-
-    /// Request body bytes went out: once the response head is in, that is movement on the stream.
-    private func streamMoved() {
-        guard deadlineKind == .streamIdleTimeout, deadline != 0 else { return }
-        deadline = pool.context.loop.now &+ streamIdleTimeout
-    }
-
-    /// No deadline; the timer stays armed (lazy: firing with no deadline does nothing), which spares the timer heap a
-    /// removal and an insertion per request. `close()` cancels it.
-    private func disarm() {
-        deadline = 0
+    /// Performs what `deadlines` decided. The timer stays armed when a deadline is dropped or moved later (lazy:
+    /// one that fires early is scheduled again at the current deadline, one that finds none does nothing), which
+    /// spares the timer heap a removal and an insertion per request; `close()` cancels it.
+    @inline(__always)
+    private func perform(_ action: UpstreamDeadlines.Action) {
+        switch action {
+        case .none:
+            return
+        case .arm(let at):
+            guard !machine.isClosed else { return }
+            if !timer.isArmed || timer.deadline > at { pool.context.loop.schedule(timer, at: at) }
+        case .fail(let kind):
+            fail(kind)
+        case .close:
+            pool.remove(self)
+            close()
+        }
     }
 
     /// A tunnel has no deadline of the connection's own (the relay's idle bound rules).
-    func disarmForTunnel() { disarm() }
+    func disarmForTunnel() { deadlines.responseComplete() }
 
     private func timerFired() {
-        guard !machine.isClosed, deadline != 0 else { return }
-        let now = pool.context.loop.now
-        if now < deadline { pool.context.loop.schedule(timer, at: deadline); return }  // not closed (guarded above)
-        if machine.isIdle {
-            pool.remove(self)
-            close()
-            return
-        }
-        fail(deadlineKind)
+        guard !machine.isClosed else { return }
+        perform(deadlines.fire(now: pool.context.loop.now))
     }
 
     func close() {
