@@ -4,6 +4,12 @@ import HTTPWire
 /// The answers the exchange writes itself (docs/behaviour.md JSON errors, built-in responses; on a gRPC call its
 /// errors in gRPC form, `GRPCStatus`): the `answer` event of the machine, and the bytes it writes.
 extension Exchange {
+    /// The request body's framing is broken (HTTP/1.1 chunked syntax, or too large): answered and closed.
+    func refuseBody(_ error: HTTPParseError) {
+        respondError(status: error.status, code: error.status == 413 ? "body_too_large" : "bad_request",
+                     reason: error.reason, close: true)
+    }
+
     // MARK: answers of our own
 
     struct PendingAnswer {

@@ -392,12 +392,6 @@ package final class Exchange: UpstreamOwner {
         return action != .deferDeadline
     }
 
-    /// The request body's framing is broken (HTTP/1.1 chunked syntax, or too large): answered and closed.
-    func refuseBody(_ error: HTTPParseError) {
-        respondError(status: error.status, code: error.status == 413 ? "body_too_large" : "bad_request",
-                     reason: error.reason, close: true)
-    }
-
     /// The connection went away under the exchange (client gone, stream reset, connection closed): nothing more is
     /// sent, the upstream connection is closed (never pooled), and the request is logged with status 499 (nginx's
     /// "client closed request") unless a response was already chosen; `.clientClosed` also logs `client_closed`.
