@@ -84,8 +84,8 @@ extension Exchange {
         let allowed = BuiltinBodyBudget.rateGraceNS
             + UInt64(max(0, machine.bodyReceived)) * 1_000_000_000 / BuiltinBodyBudget.minimumBytesPerSecond
         let deadline = builtinBodyStart + allowed
-        guard context.loop.now >= deadline else {
-            context.loop.schedule(timer, at: deadline)
+        if case .early(let at) = RequestDeadlines.expiry(of: deadline, now: context.loop.now) {
+            context.loop.schedule(timer, at: at)
             return
         }
         builtinRateTimer = nil

@@ -259,10 +259,12 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     }
 
     private func timerFired() {
-        guard !machine.isClosed, deadline != 0 else { return }
-        let now = context.loop.now
-        if now < deadline { context.loop.schedule(timer, at: deadline); return }
-        deadline = 0
+        guard !machine.isClosed else { return }
+        switch RequestDeadlines.expiry(of: deadline, now: context.loop.now) {
+        case .none: return
+        case .early(let at): context.loop.schedule(timer, at: at); return
+        case .expired: deadline = 0
+        }
         perform(machine.handle(machine.transport == .ready ? .idleDeadline : .connectDeadline))
     }
 
