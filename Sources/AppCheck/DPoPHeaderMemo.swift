@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// The keys of DPoP proof headers already judged (`DPoPProof.judge(header:)` passed), by the header part's exact bytes
@@ -10,12 +11,23 @@ enum DPoPHeaderMemo {
     static let maxPartLength = 512
     static let limit = 4096
 
-    /// The header part's bytes, hashed in one pass (an array's own `hash(into:)` combines byte by byte).
+    /// The header part's bytes, hashed in one pass (an array's own `hash(into:)` combines byte by byte) and compared
+    /// with one `memcmp` (an array's `==` compares byte by byte: ~1,300 instructions for a 300-byte header part).
     struct Key: Hashable {
         let bytes: [UInt8]
 
         func hash(into hasher: inout Hasher) {
             bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+
+        static func == (a: Key, b: Key) -> Bool {
+            guard a.bytes.count == b.bytes.count else { return false }
+            return a.bytes.withUnsafeBytes { x in
+                b.bytes.withUnsafeBytes { y in
+                    guard let p = x.baseAddress, let q = y.baseAddress else { return true }  // both empty
+                    return memcmp(p, q, x.count) == 0
+                }
+            }
         }
     }
 
