@@ -85,7 +85,6 @@ public final class TokenCache {
         map[key]?.ath = ath
     }
 
-
     public func put(_ key: Key, _ entry: Entry, now: Double) {
         guard capacity > 0 else { return }
         if map[key] != nil { map[key] = entry; return }
