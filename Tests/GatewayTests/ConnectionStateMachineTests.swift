@@ -225,16 +225,16 @@ import Testing
     /// The deadline says when; the exchange says what it means: nothing while the client's input is held.
     @Test func anExpiredBodyGapIsTheExchangesToJudge() {
         var d = RequestDeadlines(limits: Self.limits, now: 0)
-        var m = ExchangeStateMachine(bodyFollows: true, expectContinue: false, retryableMethod: false)
+        var m = ExchangeStateMachineTests.machine(ExchangeStateMachineTests.post, bodyFollows: true)
         m.maxBodyBytes = 1 << 20
         d.bodyProgressed(now: 0)
         _ = m.appCheckPassed()
-        _ = m.upstreamConnected(backlog: Backpressure.highWater + 1)
+        _ = m.upstreamConnected(ExchangeStateMachineTests.up, backlog: Backpressure.highWater + 1)
         do { let action = d.fire(now: 20, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "body_timeout")) }
         #expect(m.deadline() == .deferDeadline)
         d.bodyProgressed(now: 20)
         #expect(m.upstreamDrained() == .resumeInput)
         do { let action = d.fire(now: 40, readPaused: false, responseStarted: false); #expect(action == .requestTimeout(reason: "body_timeout")) }
-        #expect(m.deadline() == .answerTimeout)
+        #expect(m.deadline() == .answerTimeout(abandon: ExchangeStateMachineTests.up))
     }
 }

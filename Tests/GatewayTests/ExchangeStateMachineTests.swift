@@ -1,14 +1,25 @@
 @testable import Gateway
 @testable import ProxyCore
+import HTTPWire
 import Testing
 
 /// `ExchangeStateMachine` as a value: no socket, no loop, no clock (a deadline is an event like any other). The table
 /// gives, for every state an exchange can be in, what every event does: the one action and the state after it, or
 /// `impossible` where the machine refuses the event with a `preconditionFailure` (an event no driver can produce
 /// there: a response head before the request was forwarded, body bytes after the body's end). Client EOF is the
-/// `clientClosed` column, deadlines the `deadline` column.
+/// `clientClosed` column, deadlines the `deadline` column. What the states hold (the head while it may be written, the
+/// upstream channel while one carries the request) is part of every expected state and action.
 @Suite struct ExchangeStateMachineTests {
-    typealias Machine = ExchangeStateMachine
+    /// The upstream channel, as the machine sees it: an identity.
+    final class Channel: Equatable, Sendable, CustomStringConvertible {
+        let name: String
+        init(_ name: String) { self.name = name }
+        static func == (a: Channel, b: Channel) -> Bool { a === b }
+        var description: String { name }
+    }
+
+    /// The gateway's own answer, as the machine sees it: a value it carries from the event to the action.
+    typealias Machine = ExchangeStateMachine<Channel, Int>
     typealias Event = Machine.Event
     typealias Action = Machine.Action
     typealias State = Machine.State
@@ -19,12 +30,27 @@ import Testing
     }
 
     static let big = Backpressure.highWater + 1
+    static let up = Channel("upstream")
+    static let answer = 413
+    static let get = head("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+    static let post = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n")
+    static let postContinue = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+    static let response = HTTPResponseHead(status: 200, reasonRange: 0..<0, versionMinor: 1, headers: HTTPHeaders(),
+                                           contentLength: nil, isChunked: true, connectionTokens: [], keepAlive: true)
+    static let switching = HTTPResponseHead(status: 101, reasonRange: 0..<0, versionMinor: 1, headers: HTTPHeaders(),
+                                            contentLength: nil, isChunked: false, connectionTokens: [], keepAlive: true)
 
-    /// A machine driven from its head by `events` (each must be possible); body limit 100 bytes.
-    static func machine(bodyFollows: Bool, method: String = "GET", expectContinue: Bool = false,
-                        _ events: [Event] = []) -> Machine {
-        var m = Machine(bodyFollows: bodyFollows, expectContinue: expectContinue,
-                        retryableMethod: method != "POST" && method != "PATCH")
+    static func head(_ text: String) -> HTTPRequestHead {
+        var parser = HTTPRequestHeadParser()
+        guard case .complete(let head, _) = Array(text.utf8).withUnsafeBytes({ parser.parse($0) }) else {
+            preconditionFailure("a test head did not parse: \(text)")
+        }
+        return head
+    }
+
+    /// A machine driven from `head` by `events` (each must be possible); body limit 100 bytes.
+    static func machine(_ head: HTTPRequestHead, bodyFollows: Bool, _ events: [Event] = []) -> Machine {
+        var m = Machine(head: head, bodyFollows: bodyFollows)
         m.maxBodyBytes = 100
         for e in events { _ = m.handle(e) }
         return m
@@ -33,8 +59,9 @@ import Testing
     /// The events of the table, in column order; `upstreamBacklog` is one above the high-water mark.
     static let events: [Event] = [
         .bodyPart(count: 10), .bodyEnd, .clientClosed, .connectionClosed, .appCheckPassed, .builtinChosen,
-        .answer(close: false), .upstreamConnected(backlog: 0), .upstreamBacklog(big), .upstreamDrained,
-        .upstreamHead, .upstreamPart, .upstreamEnd, .upstreamFailed(.reset), .deadline,
+        .answer(answer, close: false), .upstreamConnected(up, backlog: 0), .upstreamBacklog(big), .upstreamDrained,
+        .upstreamHead(response, .chunked), .upstreamUpgraded(switching), .upstreamPart, .upstreamEnd,
+        .upstreamFailed(.reset), .tunnelClosed, .deadline,
     ]
 
     struct Row {
@@ -48,148 +75,211 @@ import Testing
         let open = Machine.RequestBody.streaming(held: false)
         let complete = Machine.RequestBody.complete
         let x = Cell.impossible
-        func cancelCells() -> [Cell] {
-            [.to(.cancel, .done(.clientClosed)), .to(.cancel, .done(.connectionClosed))]
+        let (get, post, up, answer) = (Self.get, Self.post, Self.up, Self.answer)
+        func cancelCells(_ abandon: Channel?) -> [Cell] {
+            [.to(.cancel(abandon: abandon), .done(.clientClosed)), .to(.cancel(abandon: abandon), .done(.connectionClosed))]
         }
+        let writeHead = Action.writeHead(response, .chunked)
         var rows: [Row] = []
 
-        rows.append(Row(name: "admitting, body to come", start: machine(bodyFollows: true, method: "POST"), cells: [
-            .to(.holdPart, .admitting(held)), .to(.none, .admitting(complete))] + cancelCells() + [
-            .to(.forward, .forwarding(held, mayRetry: false)),
-            .to(.wantBody(sendContinue: false, resumeInput: true), .builtinBody),
-            .to(.answer(close: true), .done(.answered)),
-            x, x, .to(.none, .admitting(held)), x, x, x, x,
-            .to(.deferDeadline, .admitting(held)),
+        rows.append(Row(name: "refusing a request that did not parse", start: Machine(refusing: ()), cells: [
+            x, x] + cancelCells(nil) + [
+            x, x,
+            .to(.answer(answer, close: false, abandon: nil), .done(.answered)),
+            x, x, .to(.none, .refusing), x, x, x, x, x, x,
+            .to(.none, .refusing),
         ]))
-        rows.append(Row(name: "admitting, no body", start: machine(bodyFollows: false), cells: [
-            x, x] + cancelCells() + [
-            .to(.forward, .forwarding(complete, mayRetry: true)),
-            .to(.runBuiltin, .builtinWaiting),
-            .to(.answer(close: false), .done(.answered)),
-            x, x, .to(.none, .admitting(complete)), x, x, x, x,
-            .to(.none, .admitting(complete)),
+        rows.append(Row(name: "admitting, body to come", start: machine(post, bodyFollows: true), cells: [
+            .to(.holdPart, .admitting(held, post)), .to(.none, .admitting(complete, post))] + cancelCells(nil) + [
+            .to(.forward(post), .connecting(held, retry: nil)),
+            .to(.wantBody(sendContinue: false, resumeInput: true), .builtinBody(post)),
+            .to(.answer(answer, close: true, abandon: nil), .done(.answered)),
+            x, x, .to(.none, .admitting(held, post)), x, x, x, x, x, x,
+            .to(.deferDeadline, .admitting(held, post)),
         ]))
-        rows.append(Row(name: "built-in handler reading its body", start: machine(bodyFollows: true, [.builtinChosen]),
+        rows.append(Row(name: "admitting, no body", start: machine(get, bodyFollows: false), cells: [
+            x, x] + cancelCells(nil) + [
+            .to(.forward(get), .connecting(complete, retry: get)),
+            .to(.runBuiltin(get), .builtinWaiting),
+            .to(.answer(answer, close: false, abandon: nil), .done(.answered)),
+            x, x, .to(.none, .admitting(complete, get)), x, x, x, x, x, x,
+            .to(.none, .admitting(complete, get)),
+        ]))
+        rows.append(Row(name: "built-in handler reading its body", start: machine(post, bodyFollows: true, [.builtinChosen]),
                         cells: [
-            .to(.bufferBuiltinPart, .builtinBody), .to(.runBuiltin, .builtinWaiting)] + cancelCells() + [
+            .to(.bufferBuiltinPart, .builtinBody(post)), .to(.runBuiltin(post), .builtinWaiting)] + cancelCells(nil) + [
             x, x,
-            .to(.answer(close: true), .done(.answered)),
-            x, x, .to(.none, .builtinBody), x, x, x, x,
-            .to(.answerTimeout, .done(.answered)),
+            .to(.answer(answer, close: true, abandon: nil), .done(.answered)),
+            x, x, .to(.none, .builtinBody(post)), x, x, x, x, x, x,
+            .to(.answerTimeout(abandon: nil), .done(.answered)),
         ]))
-        rows.append(Row(name: "built-in handler working", start: machine(bodyFollows: false, [.builtinChosen]), cells: [
-            x, x] + cancelCells() + [
+        rows.append(Row(name: "built-in handler working", start: machine(get, bodyFollows: false, [.builtinChosen]), cells: [
+            x, x] + cancelCells(nil) + [
             x, x,
-            .to(.answer(close: false), .done(.answered)),
-            x, x, .to(.none, .builtinWaiting), x, x, x, x,
+            .to(.answer(answer, close: false, abandon: nil), .done(.answered)),
+            x, x, .to(.none, .builtinWaiting), x, x, x, x, x, x,
             .to(.none, .builtinWaiting),
         ]))
-        rows.append(Row(name: "forwarding, body held until connected",
-                        start: machine(bodyFollows: true, method: "POST", [.appCheckPassed]), cells: [
-            .to(.forwardPart, .forwarding(held, mayRetry: false)),
-            .to(.endRequestBody, .forwarding(complete, mayRetry: false))] + cancelCells() + [
+        rows.append(Row(name: "connecting, body held", start: machine(post, bodyFollows: true, [.appCheckPassed]), cells: [
+            .to(.holdPart, .connecting(held, retry: nil)),
+            .to(.none, .connecting(complete, retry: nil))] + cancelCells(nil) + [
             x, x,
-            .to(.answer(close: true), .done(.answered)),
-            .to(.wantBody(sendContinue: false, resumeInput: true), .forwarding(open, mayRetry: false)),
-            .to(.none, .forwarding(held, mayRetry: false)),
-            .to(.resumeInput, .forwarding(open, mayRetry: false)),
-            .to(.writeHead, .streamingResponse(held)), x, x,
+            .to(.answer(answer, close: true, abandon: nil), .done(.answered)),
+            .to(.wantBody(sendContinue: false, resumeInput: true), .forwarding(open, retry: nil, up)),
+            x, .to(.none, .connecting(held, retry: nil)), x, x, x, x,
             .to(.answerUpstreamFailure(.reset, close: true), .done(.answered)),
-            .to(.deferDeadline, .forwarding(held, mayRetry: false)),
+            x,
+            .to(.deferDeadline, .connecting(held, retry: nil)),
+        ]))
+        rows.append(Row(name: "connecting, a body-less GET (retry allowed)", start: machine(get, bodyFollows: false, [.appCheckPassed]),
+                        cells: [
+            x, x] + cancelCells(nil) + [
+            x, x,
+            .to(.answer(answer, close: false, abandon: nil), .done(.answered)),
+            .to(.endRequestBody(up), .forwarding(complete, retry: get, up)),
+            x, .to(.none, .connecting(complete, retry: get)), x, x, x, x,
+            .to(.answerUpstreamFailure(.reset, close: false), .done(.answered)),
+            x,
+            .to(.none, .connecting(complete, retry: get)),
         ]))
         rows.append(Row(name: "forwarding, body streaming",
-                        start: machine(bodyFollows: true, method: "POST", [.appCheckPassed, .upstreamConnected(backlog: 0)]),
+                        start: machine(post, bodyFollows: true, [.appCheckPassed, .upstreamConnected(up, backlog: 0)]),
                         cells: [
-            .to(.forwardPart, .forwarding(open, mayRetry: false)),
-            .to(.endRequestBody, .forwarding(complete, mayRetry: false))] + cancelCells() + [
+            .to(.forwardPart(up), .forwarding(open, retry: nil, up)),
+            .to(.endRequestBody(up), .forwarding(complete, retry: nil, up))] + cancelCells(up) + [
             x, x,
-            .to(.answer(close: true), .done(.answered)),
-            .to(.wantBody(sendContinue: false, resumeInput: false), .forwarding(open, mayRetry: false)),
-            .to(.pauseInput, .forwarding(held, mayRetry: false)),
-            .to(.none, .forwarding(open, mayRetry: false)),
-            .to(.writeHead, .streamingResponse(open)), x, x,
+            .to(.answer(answer, close: true, abandon: up), .done(.answered)),
+            x,
+            .to(.pauseInput, .forwarding(held, retry: nil, up)),
+            .to(.none, .forwarding(open, retry: nil, up)),
+            .to(writeHead, .streamingResponse(open, up)),
+            .to(.openTunnel(up, switching), .tunnel),
+            x, x,
             .to(.answerUpstreamFailure(.reset, close: true), .done(.answered)),
-            .to(.answerTimeout, .done(.answered)),
+            x,
+            .to(.answerTimeout(abandon: up), .done(.answered)),
+        ]))
+        rows.append(Row(name: "forwarding, body held by the upstream's backlog",
+                        start: machine(post, bodyFollows: true, [.appCheckPassed, .upstreamConnected(up, backlog: big)]),
+                        cells: [
+            .to(.forwardPart(up), .forwarding(held, retry: nil, up)),
+            .to(.endRequestBody(up), .forwarding(complete, retry: nil, up))] + cancelCells(up) + [
+            x, x,
+            .to(.answer(answer, close: true, abandon: up), .done(.answered)),
+            x,
+            .to(.none, .forwarding(held, retry: nil, up)),
+            .to(.resumeInput, .forwarding(open, retry: nil, up)),
+            .to(writeHead, .streamingResponse(held, up)),
+            .to(.openTunnel(up, switching), .tunnel),
+            x, x,
+            .to(.answerUpstreamFailure(.reset, close: true), .done(.answered)),
+            x,
+            .to(.deferDeadline, .forwarding(held, retry: nil, up)),
         ]))
         rows.append(Row(name: "forwarding a body-less GET (retry allowed)",
-                        start: machine(bodyFollows: false, [.appCheckPassed]), cells: [
-            x, x] + cancelCells() + [
+                        start: machine(get, bodyFollows: false, [.appCheckPassed, .upstreamConnected(up, backlog: 0)]), cells: [
+            x, x] + cancelCells(up) + [
             x, x,
-            .to(.answer(close: false), .done(.answered)),
-            .to(.endRequestBody, .forwarding(complete, mayRetry: true)),
-            x,
-            .to(.none, .forwarding(complete, mayRetry: true)),
-            .to(.writeHead, .streamingResponse(complete)), x, x,
+            .to(.answer(answer, close: false, abandon: up), .done(.answered)),
+            x, x,
+            .to(.none, .forwarding(complete, retry: get, up)),
+            .to(writeHead, .streamingResponse(complete, up)),
+            .to(.openTunnel(up, switching), .tunnel),
+            x, x,
             .to(.answerUpstreamFailure(.reset, close: false), .done(.answered)),
-            .to(.none, .forwarding(complete, mayRetry: true)),
+            x,
+            .to(.none, .forwarding(complete, retry: get, up)),
         ]))
         rows.append(Row(name: "forwarding a body-less POST (no retry)",
-                        start: machine(bodyFollows: false, method: "POST", [.appCheckPassed]), cells: [
-            x, x] + cancelCells() + [
+                        start: machine(head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"), bodyFollows: false,
+                                       [.appCheckPassed, .upstreamConnected(up, backlog: 0)]), cells: [
+            x, x] + cancelCells(up) + [
             x, x,
-            .to(.answer(close: false), .done(.answered)),
-            .to(.endRequestBody, .forwarding(complete, mayRetry: false)),
-            x,
-            .to(.none, .forwarding(complete, mayRetry: false)),
-            .to(.writeHead, .streamingResponse(complete)), x, x,
+            .to(.answer(answer, close: false, abandon: up), .done(.answered)),
+            x, x,
+            .to(.none, .forwarding(complete, retry: nil, up)),
+            .to(writeHead, .streamingResponse(complete, up)),
+            .to(.openTunnel(up, switching), .tunnel),
+            x, x,
             .to(.answerUpstreamFailure(.reset, close: false), .done(.answered)),
-            .to(.none, .forwarding(complete, mayRetry: false)),
+            x,
+            .to(.none, .forwarding(complete, retry: nil, up)),
         ]))
         rows.append(Row(name: "response streaming, request body streaming",
-                        start: machine(bodyFollows: true, method: "POST",
-                                       [.appCheckPassed, .upstreamConnected(backlog: 0), .upstreamHead]),
+                        start: machine(post, bodyFollows: true,
+                                       [.appCheckPassed, .upstreamConnected(up, backlog: 0), .upstreamHead(response, .chunked)]),
                         cells: [
-            .to(.forwardPart, .streamingResponse(open)),
-            .to(.endRequestBody, .streamingResponse(complete))] + cancelCells() + [
+            .to(.forwardPart(up), .streamingResponse(open, up)),
+            .to(.endRequestBody(up), .streamingResponse(complete, up))] + cancelCells(up) + [
             x, x,
-            .to(.cutResponse, .done(.cut)),
+            .to(.cutResponse(abandon: up, answer: answer), .done(.cut)),
             x,
-            .to(.pauseInput, .streamingResponse(held)),
-            .to(.none, .streamingResponse(open)),
-            x, .to(.writePart, .streamingResponse(open)),
+            .to(.pauseInput, .streamingResponse(held, up)),
+            .to(.none, .streamingResponse(open, up)),
+            x, x, .to(.writePart, .streamingResponse(open, up)),
             .to(.finishResponse(requestComplete: false), .done(.completed)),
-            .to(.cutResponse, .done(.cut)),
-            .to(.cutResponse, .done(.cut)),
+            .to(.cutResponse(abandon: nil, answer: nil), .done(.cut)),
+            x,
+            .to(.cutResponse(abandon: up, answer: nil), .done(.cut)),
         ]))
         rows.append(Row(name: "response streaming, request body held",
-                        start: machine(bodyFollows: true, method: "POST",
-                                       [.appCheckPassed, .upstreamConnected(backlog: 0), .upstreamHead,
+                        start: machine(post, bodyFollows: true,
+                                       [.appCheckPassed, .upstreamConnected(up, backlog: 0), .upstreamHead(response, .chunked),
                                         .bodyPart(count: 10), .upstreamBacklog(big)]),
                         cells: [
-            .to(.forwardPart, .streamingResponse(held)),
-            .to(.endRequestBody, .streamingResponse(complete))] + cancelCells() + [
+            .to(.forwardPart(up), .streamingResponse(held, up)),
+            .to(.endRequestBody(up), .streamingResponse(complete, up))] + cancelCells(up) + [
             x, x,
-            .to(.cutResponse, .done(.cut)),
+            .to(.cutResponse(abandon: up, answer: answer), .done(.cut)),
             x,
-            .to(.none, .streamingResponse(held)),
-            .to(.resumeInput, .streamingResponse(open)),
-            x, .to(.writePart, .streamingResponse(held)),
+            .to(.none, .streamingResponse(held, up)),
+            .to(.resumeInput, .streamingResponse(open, up)),
+            x, x, .to(.writePart, .streamingResponse(held, up)),
             .to(.finishResponse(requestComplete: false), .done(.completed)),
-            .to(.cutResponse, .done(.cut)),
-            .to(.deferDeadline, .streamingResponse(held)),
+            .to(.cutResponse(abandon: nil, answer: nil), .done(.cut)),
+            x,
+            .to(.deferDeadline, .streamingResponse(held, up)),
         ]))
         rows.append(Row(name: "response streaming, request complete",
-                        start: machine(bodyFollows: false, [.appCheckPassed, .upstreamConnected(backlog: 0), .upstreamHead]),
+                        start: machine(get, bodyFollows: false,
+                                       [.appCheckPassed, .upstreamConnected(up, backlog: 0), .upstreamHead(response, .chunked)]),
                         cells: [
-            x, x] + cancelCells() + [
+            x, x] + cancelCells(up) + [
             x, x,
-            .to(.cutResponse, .done(.cut)),
+            .to(.cutResponse(abandon: up, answer: answer), .done(.cut)),
             x, x,
-            .to(.none, .streamingResponse(complete)),
-            x, .to(.writePart, .streamingResponse(complete)),
+            .to(.none, .streamingResponse(complete, up)),
+            x, x, .to(.writePart, .streamingResponse(complete, up)),
             .to(.finishResponse(requestComplete: true), .done(.completed)),
-            .to(.cutResponse, .done(.cut)),
-            .to(.none, .streamingResponse(complete)),
+            .to(.cutResponse(abandon: nil, answer: nil), .done(.cut)),
+            x,
+            .to(.none, .streamingResponse(complete, up)),
+        ]))
+        // The relay owns both connections: the exchange only waits for the tunnel's end.
+        rows.append(Row(name: "tunnel", start: machine(get, bodyFollows: false,
+                                                        [.appCheckPassed, .upstreamConnected(up, backlog: 0),
+                                                         .upstreamUpgraded(switching)]),
+                        cells: [
+            .to(.none, .tunnel), .to(.none, .tunnel), .to(.none, .tunnel), .to(.none, .tunnel),
+            x, x,
+            .to(.none, .tunnel),
+            x,
+            .to(.none, .tunnel), .to(.none, .tunnel),
+            x, x, x, x, x,
+            .to(.finishTunnel, .done(.completed)),
+            .to(.none, .tunnel),
         ]))
         // Every ending ignores whatever comes late (a timer, an App Check answer, bytes still being decoded).
         let endings: [(String, Machine)] = [
-            ("done: completed", machine(bodyFollows: false, [.appCheckPassed, .upstreamConnected(backlog: 0),
-                                                              .upstreamHead, .upstreamEnd])),
-            ("done: answered", machine(bodyFollows: true, [.answer(close: false)])),
-            ("done: cut", machine(bodyFollows: false, [.appCheckPassed, .upstreamConnected(backlog: 0), .upstreamHead,
-                                                        .upstreamFailed(.reset)])),
-            ("done: client closed", machine(bodyFollows: true, [.clientClosed])),
-            ("done: connection closed", machine(bodyFollows: true, [.appCheckPassed, .connectionClosed])),
+            ("done: completed", machine(get, bodyFollows: false, [.appCheckPassed, .upstreamConnected(up, backlog: 0),
+                                                                   .upstreamHead(response, .chunked), .upstreamEnd])),
+            ("done: a tunnel completed", machine(get, bodyFollows: false, [.appCheckPassed, .upstreamConnected(up, backlog: 0),
+                                                                            .upstreamUpgraded(switching), .tunnelClosed])),
+            ("done: answered", machine(post, bodyFollows: true, [.answer(answer, close: false)])),
+            ("done: cut", machine(get, bodyFollows: false, [.appCheckPassed, .upstreamConnected(up, backlog: 0),
+                                                             .upstreamHead(response, .chunked), .upstreamFailed(.reset)])),
+            ("done: client closed", machine(post, bodyFollows: true, [.clientClosed])),
+            ("done: connection closed", machine(post, bodyFollows: true, [.appCheckPassed, .connectionClosed])),
         ]
         for (name, m) in endings {
             rows.append(Row(name: name, start: m, cells: events.map { _ in .to(.none, m.state) }))
@@ -198,14 +288,18 @@ import Testing
     }()
 
     @Test func everyStateHasACellForEveryEvent() {
-        #expect(Self.events.count == Machine.Event.allCases.count)
         for row in Self.rows { #expect(row.cells.count == Self.events.count, "\(row.name)") }
         // Every state of the machine appears in the table.
         let states = Self.rows.map(\.start.state)
-        #expect(states.contains { if case .admitting = $0 { return true } else { return false } })
-        #expect(states.contains(.builtinBody) && states.contains(.builtinWaiting))
-        #expect(states.contains { if case .forwarding = $0 { return true } else { return false } })
-        #expect(states.contains { if case .streamingResponse = $0 { return true } else { return false } })
+        func has(_ match: (State) -> Bool) -> Bool { states.contains(where: match) }
+        #expect(has { if case .refusing = $0 { true } else { false } })
+        #expect(has { if case .admitting = $0 { true } else { false } })
+        #expect(has { if case .builtinBody = $0 { true } else { false } })
+        #expect(states.contains(.builtinWaiting))
+        #expect(has { if case .connecting = $0 { true } else { false } })
+        #expect(has { if case .forwarding = $0 { true } else { false } })
+        #expect(has { if case .streamingResponse = $0 { true } else { false } })
+        #expect(states.contains(.tunnel))
         for ending in [Machine.Ending.completed, .answered, .cut, .clientClosed, .connectionClosed] {
             #expect(states.contains(.done(ending)))
         }
@@ -226,81 +320,104 @@ import Testing
     // MARK: what the table's single columns do not show
 
     @Test func aLowUpstreamBacklogChangesNothing() {
-        var m = Self.machine(bodyFollows: true, method: "POST", [.appCheckPassed, .upstreamConnected(backlog: 0)])
-        #expect(m.handle(.bodyPart(count: 10)) == .forwardPart)
+        var m = Self.machine(Self.post, bodyFollows: true, [.appCheckPassed, .upstreamConnected(Self.up, backlog: 0)])
+        #expect(m.handle(.bodyPart(count: 10)) == .forwardPart(Self.up))
         #expect(m.handle(.upstreamBacklog(Backpressure.highWater)) == .none)
-        #expect(m.state == .forwarding(.streaming(held: false), mayRetry: false))
+        #expect(m.state == .forwarding(.streaming(held: false), retry: nil, Self.up))
     }
 
     @Test func aBodyOverTheLimitIsRefusedWhereverItArrives() {
+        let up = Self.up
         let starts: [Machine] = [
-            Self.machine(bodyFollows: true),
-            Self.machine(bodyFollows: true, [.builtinChosen]),
-            Self.machine(bodyFollows: true, method: "POST", [.appCheckPassed, .upstreamConnected(backlog: 0)]),
-            Self.machine(bodyFollows: true, method: "POST", [.appCheckPassed, .upstreamConnected(backlog: 0), .upstreamHead]),
+            Self.machine(Self.post, bodyFollows: true),
+            Self.machine(Self.post, bodyFollows: true, [.builtinChosen]),
+            Self.machine(Self.post, bodyFollows: true, [.appCheckPassed]),
+            Self.machine(Self.post, bodyFollows: true, [.appCheckPassed, .upstreamConnected(up, backlog: 0)]),
+            Self.machine(Self.post, bodyFollows: true, [.appCheckPassed, .upstreamConnected(up, backlog: 0),
+                                                        .upstreamHead(Self.response, .chunked)]),
         ]
         for start in starts {
             var m = start
             #expect(m.handle(.bodyPart(count: 100)) != .refuseTooLarge)
             #expect(m.handle(.bodyPart(count: 1)) == .refuseTooLarge)
             // The refusal is the driver's answer: the machine stays where it was until then.
-            #expect(m.state == start.state || m.state == .admitting(.streaming(held: true)))
-            let answered = m.handle(.answer(close: true))
-            #expect(answered == .answer(close: true) || answered == .cutResponse)
+            #expect(m.state == start.state || m.state == .admitting(.streaming(held: true), Self.post))
+            let answered = m.handle(.answer(Self.answer, close: true))
+            #expect(answered == .answer(Self.answer, close: true, abandon: m.upstream ?? start.upstream)
+                    || answered == .cutResponse(abandon: up, answer: Self.answer))
+            #expect(m.upstream == nil)
         }
     }
 
     @Test func aStalePooledConnectionIsRetriedOnceForABodylessIdempotentRequest() {
-        var m = Self.machine(bodyFollows: false, method: "GET", [.appCheckPassed])
-        #expect(m.handle(.upstreamFailed(.staleConnection)) == .retry)
-        #expect(m.state == .forwarding(.complete, mayRetry: false))
-        #expect(m.handle(.upstreamConnected(backlog: 0)) == .endRequestBody)
+        let (up, fresh) = (Self.up, Channel("fresh"))
+        var m = Self.machine(Self.get, bodyFollows: false, [.appCheckPassed, .upstreamConnected(up, backlog: 0)])
+        // The stale connection is dropped with the retry; the head, written again, is not kept for another.
+        #expect(m.handle(.upstreamFailed(.staleConnection)) == .retry(Self.get))
+        #expect(m.state == .connecting(.complete, retry: nil))
+        #expect(m.handle(.upstreamConnected(fresh, backlog: 0)) == .endRequestBody(fresh))
         #expect(m.handle(.upstreamFailed(.staleConnection)) == .answerUpstreamFailure(.staleConnection, close: false))
+        // A connection that failed before the channel was handed over is retried the same way.
+        var c = Self.machine(Self.get, bodyFollows: false, [.appCheckPassed])
+        #expect(c.handle(.upstreamFailed(.staleConnection)) == .retry(Self.get))
         for method in ["POST", "PATCH"] {
-            var p = Self.machine(bodyFollows: false, method: method, [.appCheckPassed])
+            var p = Self.machine(Self.head("\(method) / HTTP/1.1\r\nHost: a\r\n\r\n"), bodyFollows: false,
+                                 [.appCheckPassed, .upstreamConnected(up, backlog: 0)])
             #expect(p.handle(.upstreamFailed(.staleConnection)) == .answerUpstreamFailure(.staleConnection, close: false))
         }
         // A request with a body is never retried: its bytes went out.
-        var b = Self.machine(bodyFollows: true, method: "PUT", [.appCheckPassed, .upstreamConnected(backlog: 0), .bodyEnd])
+        var b = Self.machine(Self.head("PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n"), bodyFollows: true,
+                             [.appCheckPassed, .upstreamConnected(up, backlog: 0), .bodyEnd])
         #expect(b.handle(.upstreamFailed(.staleConnection)) == .answerUpstreamFailure(.staleConnection, close: false))
         // Nor is anything after the response head.
-        var h = Self.machine(bodyFollows: false, [.appCheckPassed, .upstreamConnected(backlog: 0), .upstreamHead])
-        #expect(h.handle(.upstreamFailed(.staleConnection)) == .cutResponse)
+        var h = Self.machine(Self.get, bodyFollows: false, [.appCheckPassed, .upstreamConnected(up, backlog: 0),
+                                                            .upstreamHead(Self.response, .chunked)])
+        #expect(h.handle(.upstreamFailed(.staleConnection)) == .cutResponse(abandon: nil, answer: nil))
     }
 
     @Test func continueIsOwedOnceTheBodyIsWantedAndOnlyWithABody() {
-        var routed = Self.machine(bodyFollows: true, method: "POST", expectContinue: true, [.appCheckPassed])
-        #expect(routed.handle(.upstreamConnected(backlog: 0)) == .wantBody(sendContinue: true, resumeInput: true))
-        var builtin = Self.machine(bodyFollows: true, method: "POST", expectContinue: true)
+        var routed = Self.machine(Self.postContinue, bodyFollows: true, [.appCheckPassed])
+        #expect(routed.handle(.upstreamConnected(Self.up, backlog: 0)) == .wantBody(sendContinue: true, resumeInput: true))
+        var builtin = Self.machine(Self.postContinue, bodyFollows: true)
         #expect(builtin.handle(.builtinChosen) == .wantBody(sendContinue: true, resumeInput: true))
-        var bodyless = Self.machine(bodyFollows: false, method: "POST", expectContinue: true, [.appCheckPassed])
-        #expect(bodyless.handle(.upstreamConnected(backlog: 0)) == .endRequestBody)
+        var bodyless = Self.machine(Self.postContinue, bodyFollows: false, [.appCheckPassed])
+        #expect(bodyless.handle(.upstreamConnected(Self.up, backlog: 0)) == .endRequestBody(Self.up))
         // Refused instead: the final status, and the connection closes (the body was never read).
-        var refused = Self.machine(bodyFollows: true, method: "POST", expectContinue: true)
-        #expect(refused.handle(.answer(close: false)) == .answer(close: true))
+        var refused = Self.machine(Self.postContinue, bodyFollows: true)
+        #expect(refused.handle(.answer(Self.answer, close: false)) == .answer(Self.answer, close: true, abandon: nil))
     }
 
     @Test func aBodyHeldDuringAdmissionResumesOnlyOnceTheUpstreamTookIt() {
         // HTTP/2 DATA that arrived while the App Check step decided went out with the head and filled the upstream's
         // buffer: the client's input stays paused until it drains.
-        var m = Self.machine(bodyFollows: true, method: "POST")
+        var m = Self.machine(Self.post, bodyFollows: true)
         #expect(m.handle(.bodyPart(count: 50)) == .holdPart)
-        #expect(m.handle(.appCheckPassed) == .forward)
-        #expect(m.handle(.upstreamConnected(backlog: Self.big)) == .wantBody(sendContinue: false, resumeInput: false))
+        #expect(m.handle(.appCheckPassed) == .forward(Self.post))
+        #expect(m.handle(.upstreamConnected(Self.up, backlog: Self.big)) == .wantBody(sendContinue: false, resumeInput: false))
         #expect(m.handle(.deadline) == .deferDeadline)
         #expect(m.handle(.upstreamDrained) == .resumeInput)
-        #expect(m.handle(.deadline) == .answerTimeout)
+        #expect(m.handle(.deadline) == .answerTimeout(abandon: Self.up))
+    }
+
+    @Test func aRewrittenHeadIsTheOneForwarded() {
+        var m = Self.machine(Self.get, bodyFollows: false)
+        let rewritten = Self.head("GET /rewritten HTTP/1.1\r\nHost: a\r\n\r\n")
+        m.replaceHead(rewritten)
+        #expect(m.handle(.appCheckPassed) == .forward(rewritten))
+        #expect(m.state == .connecting(.complete, retry: rewritten))
     }
 
     @Test func theClientLeavingEndsTheExchangeOnceInEveryState() {
         for row in Self.rows {
             var m = row.start
             let first = m.handle(.clientClosed)
-            if row.start.isDone {
+            if row.start.isDone || row.start.state == .tunnel {
+                // A tunnel is its relay's to end (`tunnelClosed`).
                 #expect(first == .none, "\(row.name)")
             } else {
-                #expect(first == .cancel, "\(row.name)")
+                #expect(first == .cancel(abandon: row.start.upstream), "\(row.name)")
                 #expect(m.state == .done(.clientClosed), "\(row.name)")
+                #expect(m.upstream == nil, "\(row.name)")
             }
             #expect(m.handle(.clientClosed) == .none, "\(row.name)")
             #expect(m.handle(.connectionClosed) == .none, "\(row.name)")
@@ -309,27 +426,30 @@ import Testing
     }
 
     @Test func whatTheAdaptersReadFollowsTheState() {
-        var m = Self.machine(bodyFollows: true, method: "POST")
-        #expect(m.isAdmitting && !m.requestComplete && !m.responseStarted && !m.isDone)
+        var m = Self.machine(Self.post, bodyFollows: true)
+        #expect(m.isAdmitting && !m.requestComplete && !m.responseStarted && !m.isDone && m.upstream == nil)
         _ = m.handle(.appCheckPassed)
-        _ = m.handle(.upstreamConnected(backlog: 0))
-        #expect(!m.isAdmitting && !m.requestComplete)
-        _ = m.handle(.upstreamHead)
-        #expect(m.responseStarted && !m.requestComplete)
+        #expect(m.upstream == nil)
+        _ = m.handle(.upstreamConnected(Self.up, backlog: 0))
+        #expect(!m.isAdmitting && !m.requestComplete && m.upstream == Self.up)
+        _ = m.handle(.upstreamHead(Self.response, .chunked))
+        #expect(m.responseStarted && !m.requestComplete && m.upstream == Self.up)
         _ = m.handle(.bodyEnd)
         #expect(m.requestComplete)
         _ = m.handle(.upstreamEnd)
-        #expect(m.isDone && m.responseStarted && m.ending == .completed)
-        var c = Self.machine(bodyFollows: true)
+        #expect(m.isDone && m.responseStarted && m.ending == .completed && m.upstream == nil)
+        var c = Self.machine(Self.post, bodyFollows: true)
         _ = c.handle(.clientClosed)
         #expect(c.ending == .clientClosed && !c.responseStarted)
     }
 
-    /// The machine is stored inline in every exchange and its actions are returned by value: both stay a few words.
+    /// The machine is stored inline in every exchange and its actions are returned by value: both stay a few words
+    /// (the gateway's channel is an existential of two words; its answer is built only on the answer's path).
     @Test func machineAndActionsAreSmallValues() {
-        #expect(MemoryLayout<Machine>.size <= 40)
-        #expect(MemoryLayout<Action>.size <= 8)
-        #expect(MemoryLayout<State>.size <= 4)
+        #expect(MemoryLayout<Exchange.Machine>.size <= 72)
+        #expect(MemoryLayout<Exchange.Machine.State>.size <= 40)
+        #expect(MemoryLayout<Exchange.Machine.Action>.size <= 32)
+        #expect(MemoryLayout<Exchange.Machine.Event>.size <= 32)
     }
 }
 

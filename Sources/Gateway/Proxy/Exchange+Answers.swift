@@ -20,6 +20,10 @@ extension Exchange {
         /// status 200 and nothing else (`status`, the same answer's status on plain HTTP, is what the log line and
         /// metrics record).
         var grpcStatus: Int? = nil
+        /// A gRPC call's trailers (`grpc-status`, `grpc-message`) when the answer comes after its response started (its
+        /// `grpc-timeout` passed): the call ends with them after what was relayed, not with a reset. Nil for every
+        /// other answer, which then cuts the response.
+        var trailersOnceStarted: [(String, String)]? = nil
     }
 
     func errorAnswer(status: Int, code: String, reason: String, retryAfter: Int? = nil,
@@ -50,15 +54,11 @@ extension Exchange {
 
     /// The `answer` event with the answer it would write: written, or (after a response head) the response is cut.
     func answer(_ answer: PendingAnswer, close: Bool) {
-        switch machine.answer(close: close) {
-        case .answer(let close): writeAnswer(answer, close: close)
-        case let other: perform(other)
-        }
+        perform(machine.answer(answer, close: close))
     }
 
+    /// The `answer` action (and the machine's own answers): any upstream channel was abandoned before.
     func writeAnswer(_ answer: PendingAnswer, close: Bool) {
-        upstream?.abandon()
-        upstream = nil
         status = answer.status
         if let code = answer.grpcStatus {
             grpc?.status = code

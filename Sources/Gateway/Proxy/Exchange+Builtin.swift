@@ -5,15 +5,15 @@ import HTTPWire
 /// The exchange's built-in handler side (the issuer): the body read whole within the process's budget, the handler's
 /// answer, and the client address its limits are charged to.
 extension Exchange {
-    func runBuiltin() {
-        guard let handler = builtin else { return }
-        let request = BuiltinRequest(method: method, path: path, headers: head?.headers ?? HTTPHeaders(),
-                                     body: builtinBody, requestId: requestId, client: builtinClient,
-                                     target: head?.target ?? path, scheme: responder?.scheme ?? "http",
+    /// The `runBuiltin` action: the complete request goes to the handler.
+    func runBuiltin(_ head: HTTPRequestHead) {
+        guard let call = builtin else { preconditionFailure("Exchange: a built-in request without its handler") }
+        let request = BuiltinRequest(method: method, path: path, headers: head.headers,
+                                     body: call.body, requestId: requestId, client: call.client,
+                                     target: head.target, scheme: responder?.scheme ?? "http",
                                      peerTrusted: responder?.peerTrusted ?? false)
-        builtinBody = []
-        head = nil
-        handler.handle(request) { [weak self] response in
+        call.body = []
+        call.handler.handle(request) { [weak self] response in
             guard let self, case .builtinWaiting = self.machine.state else { return }
             self.builtinAnswered(response, close: false)
         }
@@ -28,7 +28,7 @@ extension Exchange {
     /// A refusal of the exchange's own, in the handler's words when it has them; the connection closes (the body
     /// is not read).
     func builtinRefused(_ refusal: BuiltinRefusal) {
-        if let response = builtin?.answer(refusal) {
+        if let response = builtin?.handler.answer(refusal) {
             builtinAnswered(response, close: true)
         } else if case .bodyTooLarge = refusal {
             respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
@@ -42,53 +42,66 @@ extension Exchange {
     /// Takes `count` more bytes of the client address's share of the built-in body budget, then of the process's;
     /// nil when they fit, else why not (nothing taken).
     func reserveBuiltinBody(_ count: Int) -> BuiltinRefusal? {
-        guard count > 0 else { return nil }
+        guard count > 0, let call = builtin else { return nil }
         let shared = context.shared
-        guard shared.builtinBodyShares.reserve(count, for: builtinClient, limit: BuiltinBodyBudget.perAddress) else {
+        guard shared.builtinBodyShares.reserve(count, for: call.client, limit: BuiltinBodyBudget.perAddress) else {
             return .addressBodyBudgetSpent
         }
         guard shared.builtinBodyBytes.reserve(count) else {
-            shared.builtinBodyShares.release(count, for: builtinClient)
+            shared.builtinBodyShares.release(count, for: call.client)
             return .bodyBudgetSpent
         }
-        builtinBodyReserved += count
+        call.reserved += count
         return nil
     }
 
-    func releaseBuiltinBody() {
-        if let timer = builtinRateTimer {
-            context.loop.cancel(timer)
-            builtinRateTimer = nil
+    /// The `bufferBuiltinPart` action: the part joins the body, once the budgets took its bytes.
+    func bufferBuiltinPart(_ part: UnsafeRawBufferPointer) {
+        guard let call = builtin else { return }
+        if machine.bodyReceived > Int64(call.reserved),
+           let refusal = reserveBuiltinBody(Int(machine.bodyReceived) - call.reserved) {
+            builtinRefused(refusal)
+            return
         }
-        guard builtinBodyReserved > 0 else { return }
+        call.body.append(contentsOf: part)
+    }
+
+    func releaseBuiltinBody() {
+        guard let call = builtin else { return }
+        if let timer = call.rateTimer {
+            context.loop.cancel(timer)
+            call.rateTimer = nil
+        }
+        guard call.reserved > 0 else { return }
         let shared = context.shared
-        shared.builtinBodyShares.release(builtinBodyReserved, for: builtinClient)
-        let trim = shared.builtinBodyBytes.release(builtinBodyReserved)
-        builtinBodyReserved = 0
-        builtinBody = []
+        shared.builtinBodyShares.release(call.reserved, for: call.client)
+        let trim = shared.builtinBodyBytes.release(call.reserved)
+        call.reserved = 0
+        call.body = []
         if trim { context.scheduleMemoryTrim() }
     }
 
     /// Holds the body now asked for to `BuiltinBodyBudget`'s minimum rate (issue 39: a trickle below
     /// `body_timeout` kept its reservation for as long as the client liked).
     func startBuiltinRateTimer() {
-        builtinBodyStart = context.loop.now
+        guard let call = builtin else { return }
+        call.bodyStart = context.loop.now
         let timer = LoopTimer { [weak self] in self?.checkBuiltinBodyRate() }
-        builtinRateTimer = timer
-        context.loop.schedule(timer, at: builtinBodyStart + BuiltinBodyBudget.rateGraceNS)
+        call.rateTimer = timer
+        context.loop.schedule(timer, at: call.bodyStart + BuiltinBodyBudget.rateGraceNS)
     }
 
     /// The rate timer fired: 408 and close when the body is behind the minimum rate, else wait until it would be.
     private func checkBuiltinBodyRate() {
-        guard case .builtinBody = machine.state, let timer = builtinRateTimer else { return }
+        guard case .builtinBody = machine.state, let call = builtin, let timer = call.rateTimer else { return }
         let allowed = BuiltinBodyBudget.rateGraceNS
             + UInt64(max(0, machine.bodyReceived)) * 1_000_000_000 / BuiltinBodyBudget.minimumBytesPerSecond
-        let deadline = builtinBodyStart + allowed
+        let deadline = call.bodyStart + allowed
         if case .early(let at) = RequestDeadlines.expiry(of: deadline, now: context.loop.now) {
             context.loop.schedule(timer, at: at)
             return
         }
-        builtinRateTimer = nil
+        call.rateTimer = nil
         respondError(status: 408, code: "request_timeout", reason: "body_too_slow", close: true)
     }
 

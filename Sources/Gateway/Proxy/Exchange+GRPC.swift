@@ -19,21 +19,11 @@ extension Exchange {
     /// status).
     func grpcDeadlinePassed() {
         guard grpc != nil, !machine.isDone else { return }
-        guard headSent else {
-            respondError(status: 504, code: "deadline_exceeded", reason: "grpc_timeout", close: false)
-            return
-        }
-        grpc?.status = GRPCStatus.deadlineExceeded
-        switch machine.answer(close: false) {
-        case .cutResponse:
-            upstream?.abandon()
-            upstream = nil
-            responder?.endGRPCCall([("grpc-status", String(GRPCStatus.deadlineExceeded)),
-                                    ("grpc-message", GRPCStatus.message(code: "deadline_exceeded", reason: "grpc_timeout"))],
-                                   exchange: self)
-            finish()
-        case let other:
-            perform(other)
-        }
+        var deadline = errorAnswer(status: 504, code: "deadline_exceeded", reason: "grpc_timeout")
+        deadline.trailersOnceStarted = [
+            ("grpc-status", String(GRPCStatus.deadlineExceeded)),
+            ("grpc-message", GRPCStatus.message(code: "deadline_exceeded", reason: "grpc_timeout")),
+        ]
+        answer(deadline, close: false)
     }
 }

@@ -46,7 +46,7 @@ extension Exchange {
         case .unchanged:
             return .unchanged
         case .rewritten(let rewritten):
-            self.head = rewritten
+            machine.replaceHead(rewritten)
             return .rewritten(rewritten)
         case .tooLarge:
             respondError(status: 431, code: "headers_too_large", reason: "headers_too_large", close: true)
@@ -66,12 +66,21 @@ extension Exchange {
 
     /// The upstream answered the handshake `101` with `Upgrade: websocket`: the client gets its `101` and both
     /// connections become the tunnel. False when this exchange asked for no tunnel or is over.
-    func upstreamUpgraded(_ head: HTTPResponseHead, connection up: UpstreamConnection) -> Bool {
+    func upstreamUpgraded(_ head: HTTPResponseHead, connection _: UpstreamConnection) -> Bool {
+        guard case .requested = tunnel, responder is ClientConnection, !machine.isDone else { return false }
+        perform(machine.upstreamUpgraded(head))
+        return true
+    }
+
+    /// The `openTunnel` action: `channel` is the handshake's own connection (a new HTTP/1.1 one, asked for by
+    /// `tunnel`).
+    func openTunnel(_ channel: any UpstreamChannel, head: HTTPResponseHead) {
         guard case .requested(let idle) = tunnel, let client = responder as? ClientConnection,
-              case .writeHead = machine.upstreamHead() else { return false }
+              let up = channel as? UpstreamConnection else {
+            preconditionFailure("Exchange: a tunnel opened without its handshake")
+        }
         upstreamEnd = context.loop.now
         status = 101
-        upstream = nil
         leaveUpstreamSlot()
         let relay = TunnelRelay(client: client, upstream: up, exchange: self, idleTimeout: idle, loop: context.loop)
         tunnel = .open(relay)
@@ -79,7 +88,6 @@ extension Exchange {
         client.enterTunnel(relay, head: head, requestId: id)
         up.enterTunnel(relay)
         relay.start(clientLeftover: client.tunnelLeftover, upstreamLeftover: up.tunnelLeftover)
-        return true
     }
 
     /// Writes a part of the response body; on a stream route counts its bytes for the log line (SPEC §6.1).
@@ -102,7 +110,6 @@ extension Exchange {
         guard case .open = tunnel else { return }
         let s = relay.state
         tunnel = .ended(bytesIn: s.bytesIn, bytesOut: s.bytesOut, outcome: s.outcome ?? .closed)
-        _ = machine.upstreamEnd()
-        context.recorder.record(self)
+        perform(machine.tunnelClosed())
     }
 }

@@ -5,15 +5,12 @@ import HTTPWire
 /// trailers (SPEC §6.1 "Trailers").
 extension Exchange {
     func upstreamResponseHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming) -> Bool {
-        guard case .writeHead = machine.upstreamHead(), let responder else { return true }
-        upstreamEnd = context.loop.now
-        status = head.status
-        return responder.writeHead(head, framing: framing, exchange: self)
+        perform(machine.upstreamHead(head, framing: framing))
     }
 
     func upstreamResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
-        guard data.count > 0, case .writePart = machine.upstreamPart(), let responder else { return true }
-        return relayPart(data, to: responder)
+        guard data.count > 0 else { return true }
+        return perform(machine.upstreamPart(), part: data)
     }
 
     func upstreamResponseEnd() { perform(machine.upstreamEnd()) }
@@ -21,7 +18,6 @@ extension Exchange {
     func upstreamFailed(_ kind: UpstreamFailure) {
         let action = machine.upstreamFailed(kind)
         if case .none = action { return }
-        upstream = nil
         context.recorder.countUpstreamError(self, kind)
         perform(action)
     }

@@ -11,9 +11,14 @@ import HTTPWire
 /// detail.
 ///
 /// Its lifecycle is `ExchangeStateMachine`, stored inline: every input (adapter, App Check step, upstream
-/// connection, deadline) is fed to the machine as an event, and this class performs the action it returns (talks to
-/// the upstream pool, the responder and the loop context). It decides nothing about order or state itself.
+/// connection, deadline) is fed to the machine as an event, and this class performs the action it returns, in one
+/// place (`perform`: talks to the upstream pool, the responder and the loop context). It decides nothing about order
+/// or state itself, and keeps no copy of what the machine's states hold (the request head while it may be written,
+/// the upstream channel while one carries the request).
 package final class Exchange: UpstreamOwner {
+    /// The machine, with the gateway's upstream channels and answers.
+    typealias Machine = ExchangeStateMachine<any UpstreamChannel, PendingAnswer>
+
     // MARK: what the log line and metrics record
 
     let method: String
@@ -32,7 +37,7 @@ package final class Exchange: UpstreamOwner {
     /// cost a retain and a release per request, and every read through the computed `routeName`/`mode` another pair.
     private var routeRef: Unretained<CompiledRoute>?
     /// The route (or built-in handler) name for logs and metrics; empty when none matched.
-    var routeName: String { route?.name ?? builtin?.name ?? "" }
+    var routeName: String { route?.name ?? builtin?.handler.name ?? "" }
     /// `X-AppCheck-Status` value and the log fields of the App Check step.
     var appCheck = AppCheckOutcome.skipped
     /// Whether the App Check step decided the request (no outcome is counted when it was answered before).
@@ -48,12 +53,13 @@ package final class Exchange: UpstreamOwner {
     /// Extra access-log fields (a built-in handler's), never a secret.
     /// Set by the built-in handler side too (`Exchange+Builtin.swift`).
     var logFields: [(String, String)] = []
+    /// The route's upstream pool, once the request is forwarded.
     private(set) var pool: UpstreamPool?
 
     // MARK: progress
 
     /// The lifecycle (docs: `ExchangeStateMachine`).
-    var machine: ExchangeStateMachine
+    var machine: Machine
     /// A WebSocket handshake's tunnel, from the request to its end (Exchange+Tunnel.swift); `.none` otherwise.
     var tunnel = ExchangeTunnel.none
     /// A gRPC call (set by the HTTP/2 adapter before `begin`; Exchange+GRPC.swift); nil for any other request.
@@ -113,17 +119,18 @@ package final class Exchange: UpstreamOwner {
     /// The loop's context outlives the exchange (`Unretained`: no reference-count traffic per access).
     private let contextRef: Unretained<LoopEnvironment>
     var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
-    var head: HTTPRequestHead?
     /// The parsed target, kept only when it differs from the head's own (normalised, a query, absolute form): the
     /// usual target is `head.target` as it is, and keeping a copy cost a copy and a destroy of the optional per request.
+    /// Dropped with the head (once written for the last time).
     private var target: RequestTarget?
     /// The runtime `route` belongs to (held: a reload may replace the loop's runtime while the exchange waits for
     /// its App Check answer, which reads this runtime's policies).
     private var routes: Runtime?
     /// `routes`, read by the loop's per-route counters.
     var routeTable: Runtime? { routes }
-    /// The upstream side of the seam: an HTTP/1.1 connection or an HTTP/2 stream (`UpstreamChannel`).
-    var upstream: UpstreamChannel?
+    /// The upstream side of the seam while it carries the request: an HTTP/1.1 connection or an HTTP/2 stream
+    /// (`UpstreamChannel`), held by the machine's state.
+    var upstream: UpstreamChannel? { machine.upstream }
     /// The client address `pool` counts this request under (`max_upstream_requests_per_address`), once admitted.
     private var upstreamSlot: ConnectionAddressKey?
     /// The request body goes upstream chunked (it came chunked: HTTP/1.1 `Transfer-Encoding: chunked`, or an
@@ -135,15 +142,8 @@ package final class Exchange: UpstreamOwner {
     var responseTrailers: HTTPHeaders?
     /// Body bytes that arrived while the App Check step decided (HTTP/2; bounded by the stream's window).
     private var pendingBody: [UInt8] = []
-    var builtin: BuiltinHandler?
-    var builtinBody: [UInt8] = []
-    /// Bytes of `SharedState.builtinBodyBytes` this exchange holds (the built-in body's declared or received size).
-    var builtinBodyReserved = 0
-    /// The client's `ClientAddressKey`, for a built-in handler's limits.
-    var builtinClient = ""
-    /// When the built-in body was asked for, and the timer that holds it to `BuiltinBodyBudget`'s minimum rate.
-    var builtinBodyStart: UInt64 = 0
-    var builtinRateTimer: LoopTimer?
+    /// A built-in handler's request (Exchange+Builtin.swift); nil for a routed request.
+    var builtin: BuiltinCall?
 
     /// Starts an exchange for a complete request head; `bodyFollows` is false when the request has no body
     /// (HTTP/1.1 framing `none`; an HTTP/2 HEADERS frame with END_STREAM).
@@ -154,10 +154,7 @@ package final class Exchange: UpstreamOwner {
         isHead = HTTPSyntax.isMethod(head.method, "HEAD")
         id = context.recorder.requestID(from: head.headers)
         start = context.loop.now
-        machine = ExchangeStateMachine(bodyFollows: bodyFollows, expectContinue: head.expectContinue,
-                                       retryableMethod: !HTTPSyntax.isMethod(head.method, "POST")
-                                           && !HTTPSyntax.isMethod(head.method, "PATCH"))
-        self.head = head
+        machine = Machine(head: head, bodyFollows: bodyFollows)
         acceptsTrailers = Self.acceptsTrailers(head)
         if case .chunked = head.framing { chunkedUpstream = true } else { chunkedUpstream = false }
         #if DEBUG
@@ -173,7 +170,7 @@ package final class Exchange: UpstreamOwner {
         isHead = false
         id = requestId.map { RequestID(client: $0) } ?? context.recorder.newRequestID()
         start = context.loop.now
-        machine = ExchangeStateMachine(bodyFollows: false, expectContinue: false, retryableMethod: false)
+        machine = Machine(refusing: ())
         acceptsTrailers = false
         chunkedUpstream = false
         #if DEBUG
@@ -185,7 +182,7 @@ package final class Exchange: UpstreamOwner {
 
     /// Admission, then the App Check step or a built-in handler. May answer (and finish) before returning.
     func begin() {
-        guard let head else { return }
+        guard case .admitting(_, let head) = machine.state else { return }
         switch RequestAdmission.prepare(head, runtime: context.runtime, builtins: context.builtins) {
         case .refused(let refusal):
             path = refusal.path
@@ -194,7 +191,8 @@ package final class Exchange: UpstreamOwner {
                          close: refusal.status == 400 || refusal.status == 413)
         case .builtin(let target, let handler):
             path = target.path
-            builtin = handler
+            let call = BuiltinCall(handler: handler, client: clientAddressKey(head))
+            builtin = call
             machine.maxBodyBytes = Int64(handler.maxBodyBytes)
             var declared = 0
             if case .contentLength(let n) = head.framing {
@@ -204,8 +202,7 @@ package final class Exchange: UpstreamOwner {
                 }
                 declared = Int(n)
             }
-            builtinClient = clientAddressKey(head)
-            if let early = handler.refuseEarly(method: method, path: path, declaredBodyBytes: declared, client: builtinClient) {
+            if let early = handler.refuseEarly(method: method, path: path, declaredBodyBytes: declared, client: call.client) {
                 builtinAnswered(early, close: false)
                 return
             }
@@ -214,7 +211,7 @@ package final class Exchange: UpstreamOwner {
                     builtinRefused(refusal)
                     return
                 }
-                builtinBody.reserveCapacity(declared)
+                call.body.reserveCapacity(declared)
                 startBuiltinRateTimer()
             }
             // Chosen within the head's own event: no body byte can have arrived yet.
@@ -290,8 +287,8 @@ package final class Exchange: UpstreamOwner {
 
     /// Writes the upstream request head into the loop's head buffer (`LoopEnvironment.requestHeadBuffer`), which
     /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
-    private func writeRequestHead() -> Bool {
-        guard let responder, let head, let route, let pool else { return false }
+    private func writeRequestHead(_ head: HTTPRequestHead, route: CompiledRoute, pool: UpstreamPool,
+                                  responder: ExchangeResponder) -> Bool {
         let out = context.buffers.requestHead
         out.clear()
         @inline(__always) func write(_ path: String, _ query: Substring?, _ absoluteHost: String?) -> Bool {
@@ -311,8 +308,7 @@ package final class Exchange: UpstreamOwner {
     }
 
     /// Sends the head in `LoopEnvironment.requestHeadBuffer` (written just before) on a pooled or new connection.
-    private func connectUpstream() {
-        guard let pool else { return }
+    private func connectUpstream(_ pool: UpstreamPool) {
         guard let heavy = pool.admitRequest(&upstreamSlot, of: responder,
                                             limit: context.runtime.maxUpstreamRequestsPerAddress) else {
             upstreamFailed(.addressBusy)
@@ -324,7 +320,6 @@ package final class Exchange: UpstreamOwner {
         case .failure(let kind):
             upstreamFailed(kind)
         case .success(let up):
-            upstream = up
             if let idle = route?.streamIdleTimeoutNS { up.streamIdleTimeout = idle }
             let out = context.buffers.requestHead
             up.sendHead(out.readable)
@@ -332,9 +327,9 @@ package final class Exchange: UpstreamOwner {
             if !pendingBody.isEmpty {
                 let body = pendingBody
                 pendingBody = []
-                body.withUnsafeBytes { sendBody($0, to: up) }
+                body.withUnsafeBytes { up.sendBody($0, chunked: chunkedUpstream) }
             }
-            perform(machine.upstreamConnected(backlog: up.requestBacklog))
+            perform(machine.upstreamConnected(up, backlog: up.requestBacklog))
         }
     }
 
@@ -344,39 +339,7 @@ package final class Exchange: UpstreamOwner {
     @discardableResult
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard bytes.count > 0 else { return true }
-        switch machine.bodyPart(bytes.count) {
-        case .holdPart:
-            pendingBody.append(contentsOf: bytes)
-            return false
-        case .forwardPart:
-            guard let up = upstream else { return true }
-            sendBody(bytes, to: up)
-            // Held is held, whether this part began it or came after (HTTP/2 delivers the DATA already in flight:
-            // each of those parts must stay unacknowledged too, or the client's window reopens).
-            // Pattern matches, not `==`: the derived `==` of ProxyCore's enums is a call across the module per use.
-            if case .pauseInput = machine.upstreamBacklog(up.requestBacklog) { return false }
-            return !machine.inputHeld
-        case .bufferBuiltinPart:
-            if machine.bodyReceived > Int64(builtinBodyReserved),
-               let refusal = reserveBuiltinBody(Int(machine.bodyReceived) - builtinBodyReserved) {
-                builtinRefused(refusal)
-                return true
-            }
-            builtinBody.append(contentsOf: bytes)
-            return true
-        case .refuseTooLarge:
-            if builtin != nil { builtinRefused(.bodyTooLarge) } else {
-                respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
-            }
-            return true
-        default:
-            return true
-        }
-    }
-
-    @inline(__always)
-    private func sendBody(_ bytes: UnsafeRawBufferPointer, to up: UpstreamChannel) {
-        up.sendBody(bytes, chunked: chunkedUpstream)
+        return perform(machine.bodyPart(bytes.count), part: bytes)
     }
 
     /// The request body is complete.
@@ -388,8 +351,9 @@ package final class Exchange: UpstreamOwner {
     @discardableResult
     func bodyTimedOut() -> Bool {
         let action = machine.deadline()
+        if case .deferDeadline = action { return false }
         perform(action)
-        return action != .deferDeadline
+        return true
     }
 
     /// The connection went away under the exchange (client gone, stream reset, connection closed): nothing more is
@@ -397,86 +361,116 @@ package final class Exchange: UpstreamOwner {
     /// "client closed request") unless a response was already chosen; `.clientClosed` also logs `client_closed`.
     func cancel(_ cause: Cancellation = .connectionClosed) {
         let action = machine.cancel(cause == .clientClosed ? .clientClosed : .connectionClosed)
-        upstream?.abandon()
-        upstream = nil
         responder = nil
         perform(action)
     }
 
     // MARK: the machine's actions
 
-    func perform(_ action: ExchangeStateMachine.Action) {
+    /// Performs what the machine decided: every action of the exchange goes through here. `part`: the body bytes of
+    /// the event that chose it (`bodyPart`, `upstreamPart`). Returns whether whoever delivered the event may deliver
+    /// more now: the client, for a request body part (false: its input is held until `resumeInput`); the upstream,
+    /// for a response head or part (false: the client's send buffer is full until `clientDrained`); true otherwise.
+    @discardableResult
+    func perform(_ action: Machine.Action,
+                 part: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
         switch action {
-        case .none, .deferDeadline, .holdPart, .forwardPart, .bufferBuiltinPart, .writeHead, .writePart:
-            // The body and response parts are performed where their bytes are (`receiveBody`, `upstreamResponse*`).
+        case .none, .deferDeadline:
             break
-        case .refuseTooLarge:
-            preconditionFailure("handled by receiveBody")
+        case .holdPart:
+            pendingBody.append(contentsOf: part)
+            return false
+        case .forwardPart(let up):
+            up.sendBody(part, chunked: chunkedUpstream)
+            // Held is held, whether this part began it or came after (HTTP/2 delivers the DATA already in flight:
+            // each of those parts must stay unacknowledged too, or the client's window reopens).
+            return perform(machine.upstreamBacklog(up.requestBacklog)) && !machine.inputHeld
         case .pauseInput:
-            break
+            return false
+        case .bufferBuiltinPart:
+            bufferBuiltinPart(part)
+        case .refuseTooLarge:
+            if builtin != nil { builtinRefused(.bodyTooLarge) } else {
+                respondError(status: 413, code: "body_too_large", reason: "body_too_large", close: true)
+            }
         case .resumeInput:
             responder?.resumeInput(exchange: self)
-        case .endRequestBody:
-            upstream?.endRequest(chunked: chunkedUpstream, trailers: requestTrailers)
+        case .endRequestBody(let up):
+            up.endRequest(chunked: chunkedUpstream, trailers: requestTrailers)
             requestTrailers = nil
         case .wantBody(let sendContinue, let resume):
             if sendContinue { responder?.sendContinue(exchange: self) }
             if resume { responder?.resumeInput(exchange: self) }
-        case .runBuiltin:
-            runBuiltin()
-        case .forward:
-            guard let route else { return }
-            pool = context.pools[route.upstreamIndex]
-            guard writeRequestHead() else {
+        case .runBuiltin(let head):
+            runBuiltin(head)
+        case .forward(let head):
+            // Admission chose the route before the App Check step, and the responder stays until the machine is done.
+            guard let route, let responder else { preconditionFailure("Exchange: forwarded without a route or responder") }
+            let pool = context.pools[route.upstreamIndex]
+            self.pool = pool
+            guard writeRequestHead(head, route: route, pool: pool, responder: responder) else {
                 respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
-                return
+                break
             }
-            // A request that may be retried keeps its head and target (written again then); otherwise they go now.
-            if case .forwarding(_, mayRetry: false) = machine.state {
-                head = nil
-                target = nil
-            }
+            // A request that may be retried keeps its target with its head (written again then).
+            if case .connecting(_, retry: nil) = machine.state { target = nil }
             upstreamStart = context.loop.now
-            connectUpstream()
-        case .retry:
-            guard writeRequestHead() else {
-                perform(machine.upstreamFailed(.staleConnection))
-                return
-            }
-            head = nil
+            connectUpstream(pool)
+        case .retry(let head):
+            guard let route, let pool, let responder else { preconditionFailure("Exchange: retried without an upstream") }
+            let written = writeRequestHead(head, route: route, pool: pool, responder: responder)
             target = nil
-            connectUpstream()
+            guard written else {
+                perform(machine.upstreamFailed(.staleConnection))
+                break
+            }
+            connectUpstream(pool)
+        case .writeHead(let head, let framing):
+            upstreamEnd = context.loop.now
+            status = head.status
+            if let responder { return responder.writeHead(head, framing: framing, exchange: self) }
+        case .writePart:
+            if part.count > 0, let responder { return relayPart(part, to: responder) }
+        case .openTunnel(let up, let head):
+            openTunnel(up, head: head)
         case .finishResponse(let requestComplete):
-            upstream = nil
             responder?.writeEnd(requestComplete: requestComplete, exchange: self)
             finish()
-        case .answer:
-            preconditionFailure("an answer of our own carries its body: see answer(_:close:)")
-        case .answerUpstreamFailure(let kind, let close):
-            upstream = nil
-            let answer: PendingAnswer
-            if UpstreamDeadlines.isGatewayTimeout(kind) {
-                answer = errorAnswer(status: 504, code: "upstream_timeout", reason: kind.rawValue)
-            } else if kind == .connectRateLimited || kind == .addressBusy {
-                answer = errorAnswer(status: 503, code: "upstream_busy", reason: kind.rawValue, retryAfter: 1)
-            } else {
-                answer = errorAnswer(status: 502, code: "upstream_unavailable", reason: kind.rawValue)
-            }
+        case .answer(let answer, let close, let up):
+            up?.abandon()
             writeAnswer(answer, close: close)
-        case .answerTimeout:
+        case .answerUpstreamFailure(let kind, let close):
+            if UpstreamDeadlines.isGatewayTimeout(kind) {
+                writeAnswer(errorAnswer(status: 504, code: "upstream_timeout", reason: kind.rawValue), close: close)
+            } else if kind == .connectRateLimited || kind == .addressBusy {
+                writeAnswer(errorAnswer(status: 503, code: "upstream_busy", reason: kind.rawValue, retryAfter: 1),
+                            close: close)
+            } else {
+                writeAnswer(errorAnswer(status: 502, code: "upstream_unavailable", reason: kind.rawValue), close: close)
+            }
+        case .answerTimeout(let up):
+            up?.abandon()
             writeAnswer(errorAnswer(status: 408, code: "request_timeout", reason: "body_timeout"), close: true)
-        case .cutResponse:
-            upstream?.abandon()
-            upstream = nil
-            responder?.abortResponse(exchange: self)
+        case .cutResponse(let up, let answer):
+            up?.abandon()
+            if let answer, let trailers = answer.trailersOnceStarted {
+                grpc?.status = answer.grpcStatus
+                responder?.endGRPCCall(trailers, exchange: self)
+            } else {
+                responder?.abortResponse(exchange: self)
+            }
             finish()
-        case .cancel:
+        case .cancel(let up):
+            up?.abandon()
             leaveUpstreamSlot()
             releaseBuiltinBody()
             pendingBody = []
             if status == 0 { status = 499 }
             context.recorder.record(self)
+        case .finishTunnel:
+            context.recorder.record(self)
         }
+        return true
     }
 
     /// Gives back the request's count at its upstream (`max_upstream_requests_per_address`): when the exchange
