@@ -91,6 +91,7 @@ extension Exchange {
     }
 
     /// Writes a part of the response body; on a stream route counts its bytes for the log line (SPEC §6.1).
+    @inline(__always)
     func relayPart(_ data: UnsafeRawBufferPointer, to responder: ExchangeResponder) -> Bool {
         switch tunnel {
         case .stream(let n):

@@ -25,7 +25,12 @@ extension Exchange {
     func upstreamDrained() { perform(machine.upstreamDrained()) }
 
     /// The client's send buffer drained: the upstream may read more of the response.
-    func clientDrained() { upstream?.clientDrained() }
+    func clientDrained() {
+        // Only a response being relayed has an upstream to wake. The tag is tested first: reading the channel out of
+        // the state copies it, and this runs after every flush of the client's buffer.
+        guard case .streamingResponse = machine.state, let up = machine.upstream else { return }
+        up.clientDrained()
+    }
 
     /// The upstream's response trailers: kept until the response ends, when the responder writes them (an HTTP/2
     /// client always gets them; an HTTP/1.1 client only with `TE: trailers` and a chunked response).

@@ -121,7 +121,7 @@ package final class Exchange: UpstreamOwner {
     var context: LoopEnvironment { @inline(__always) get { contextRef.value } }
     /// The parsed target, kept only when it differs from the head's own (normalised, a query, absolute form): the
     /// usual target is `head.target` as it is, and keeping a copy cost a copy and a destroy of the optional per request.
-    /// Dropped with the head (once written for the last time).
+    /// Kept for the exchange's life (a retry writes it again): a few short strings, and only when it differs.
     private var target: RequestTarget?
     /// The runtime `route` belongs to (held: a reload may replace the loop's runtime while the exchange waits for
     /// its App Check answer, which reads this runtime's policies).
@@ -371,12 +371,34 @@ package final class Exchange: UpstreamOwner {
     /// the event that chose it (`bodyPart`, `upstreamPart`). Returns whether whoever delivered the event may deliver
     /// more now: the client, for a request body part (false: its input is held until `resumeInput`); the upstream,
     /// for a response head or part (false: the client's send buffer is full until `clientDrained`); true otherwise.
-    @discardableResult
+    ///
+    /// The response's own actions (a part, the head) are taken here, inline where the event came in: they come with
+    /// every response, and a call into the whole switch cost ~70 instructions each. Every other action is
+    /// `performRest`'s, the rest of this one switch.
+    @inline(__always) @discardableResult
     func perform(_ action: Machine.Action,
                  part: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
         switch action {
         case .none, .deferDeadline:
-            break
+            return true
+        case .writePart:
+            guard part.count > 0, let responder else { return true }
+            return relayPart(part, to: responder)
+        case .writeHead(let head, let framing):
+            upstreamEnd = context.loop.now
+            status = head.status
+            guard let responder else { return true }
+            return responder.writeHead(head, framing: framing, exchange: self)
+        default:
+            return performRest(action, part: part)
+        }
+    }
+
+    /// `perform`'s other actions.
+    private func performRest(_ action: Machine.Action, part: UnsafeRawBufferPointer) -> Bool {
+        switch action {
+        case .none, .deferDeadline, .writePart, .writeHead:
+            return perform(action, part: part)
         case .holdPart:
             pendingBody.append(contentsOf: part)
             return false
@@ -412,25 +434,15 @@ package final class Exchange: UpstreamOwner {
                 respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
                 break
             }
-            // A request that may be retried keeps its target with its head (written again then).
-            if case .connecting(_, retry: nil) = machine.state { target = nil }
             upstreamStart = context.loop.now
             connectUpstream(pool)
         case .retry(let head):
             guard let route, let pool, let responder else { preconditionFailure("Exchange: retried without an upstream") }
-            let written = writeRequestHead(head, route: route, pool: pool, responder: responder)
-            target = nil
-            guard written else {
+            guard writeRequestHead(head, route: route, pool: pool, responder: responder) else {
                 perform(machine.upstreamFailed(.staleConnection))
                 break
             }
             connectUpstream(pool)
-        case .writeHead(let head, let framing):
-            upstreamEnd = context.loop.now
-            status = head.status
-            if let responder { return responder.writeHead(head, framing: framing, exchange: self) }
-        case .writePart:
-            if part.count > 0, let responder { return relayPart(part, to: responder) }
         case .openTunnel(let up, let head):
             openTunnel(up, head: head)
         case .finishResponse(let requestComplete):
