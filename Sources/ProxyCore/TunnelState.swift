@@ -174,3 +174,75 @@ public struct TunnelState: Equatable, Sendable {
         return .expired
     }
 }
+
+extension TunnelState {
+    /// Every input of the tunnel as one value, for `handle(_:)` (the event × state table of `TunnelStateTests`; the
+    /// relay calls the methods, each of which is one of these).
+    public enum Event: Equatable, Sendable {
+        /// The relay is about to read from `side`, `buffered` bytes waiting for the other side (`room`).
+        case read(from: Side, buffered: Int)
+        /// `count` bytes were read from `side` at `now` (`moved`).
+        case moved(from: Side, count: Int, now: UInt64)
+        /// `side`'s socket reported its peer's FIN, a hang-up or an error (`hungUp`).
+        case hungUp(Side)
+        /// `side` ended its stream (`ended`).
+        case ended(from: Side)
+        /// The buffer towards `receiver` holds `buffered` bytes after a write (`drained`).
+        case drained(towards: Side, buffered: Int)
+        /// The receiver of `side`'s direction had its write half shut (`shut`).
+        case shut(from: Side)
+        /// An error, shutdown or both directions shut end the tunnel (`end`).
+        case end(Outcome)
+        /// The idle timer fired at `now` (`timerFired`).
+        case timer(now: UInt64)
+    }
+
+    /// What the relay does after an event.
+    public enum Action: Equatable, Sendable {
+        case none
+        /// Read at most this many bytes from the side.
+        case read(max: Int)
+        /// The direction has no room: its sending side is not read until the receiver drains.
+        case pause
+        /// Read the paused side again.
+        case resume
+        /// Both directions are shut: end the tunnel `closed` and close both sides.
+        case closeBoth
+        /// The tunnel ended: close both sides, log the outcome.
+        case finish(Outcome)
+        /// Bytes moved since the timer was set: run it again at this time.
+        case reschedule(UInt64)
+    }
+
+    /// One event in, one action out (the methods above, as a table).
+    public mutating func handle(_ event: Event) -> Action {
+        switch event {
+        case .read(let side, let buffered):
+            let wasOpen = flow(from: side) == .open(paused: false) && !isDone
+            let n = room(from: side, buffered: buffered)
+            if n > 0 { return .read(max: n) }
+            return wasOpen && flow(from: side) == .open(paused: true) ? .pause : .none
+        case .moved(let side, let count, let now):
+            moved(from: side, count, now: now)
+            return .none
+        case .hungUp(let side):
+            hungUp(side)
+            return .none
+        case .ended(let side):
+            ended(from: side)
+            return .none
+        case .drained(let receiver, let buffered):
+            return drained(towards: receiver, buffered: buffered) ? .resume : .none
+        case .shut(let side):
+            return shut(from: side) ? .closeBoth : .none
+        case .end(let outcome):
+            return end(outcome) ? .finish(outcome) : .none
+        case .timer(let now):
+            switch timerFired(now: now) {
+            case .reschedule(let at): return .reschedule(at)
+            case .expired: return .finish(.idleTimeout)
+            case .none: return .none
+            }
+        }
+    }
+}
