@@ -65,23 +65,6 @@ package final class Exchange: UpstreamOwner {
     /// A gRPC call (set by the HTTP/2 adapter before `begin`; Exchange+GRPC.swift); nil for any other request.
     var grpc: GRPCCall?
 
-    /// How far the request got with the App Check step.
-    enum AppCheckStage {
-        /// Answered before the step decided (refused at admission, a built-in handler, a body timeout, the client
-        /// gone while the step waited): no App Check outcome is counted, and the log line has none.
-        case notReached
-        /// The step decided (an `off` route's `skipped` included): `appCheck` is its outcome.
-        case decided
-    }
-
-    /// Why an exchange is cancelled before it finished.
-    enum Cancellation {
-        /// The client went away: the end of its byte stream (EOF, a TLS `close_notify`) or a failed read or write.
-        case clientClosed
-        /// The gateway closed the connection (a timeout cutting a response, a protocol error, shutdown).
-        case connectionClosed
-    }
-
     /// The exchange is over (answered, completed, cut or cancelled) and has been recorded.
     var finished: Bool { machine.isDone }
     /// No more request body is wanted (there was none, its end arrived, or the exchange is over).
