@@ -332,12 +332,7 @@ package final class Exchange: UpstreamOwner {
     /// response is cut. Either way the upstream connection (holding a partial request) is closed. False when the
     /// deadline does not count now (the client's input is held): the adapter runs it again from now.
     @discardableResult
-    func bodyTimedOut() -> Bool {
-        let action = machine.deadline()
-        if case .deferDeadline = action { return false }
-        perform(action)
-        return true
-    }
+    func bodyTimedOut() -> Bool { perform(machine.deadline()) }
 
     /// The connection went away under the exchange (client gone, stream reset, connection closed): nothing more is
     /// sent, the upstream connection is closed (never pooled), and the request is logged with status 499 (nginx's
@@ -353,7 +348,8 @@ package final class Exchange: UpstreamOwner {
     /// Performs what the machine decided: every action of the exchange goes through here. `part`: the body bytes of
     /// the event that chose it (`bodyPart`, `upstreamPart`). Returns whether whoever delivered the event may deliver
     /// more now: the client, for a request body part (false: its input is held until `resumeInput`); the upstream,
-    /// for a response head or part (false: the client's send buffer is full until `clientDrained`); true otherwise.
+    /// for a response head or part (false: the client's send buffer is full until `clientDrained`); the deadline, for
+    /// `body_timeout` (false: it did not count, the client's input being held: run it again from now); true otherwise.
     ///
     /// The response's own actions (a part, the head) are taken here, inline where the event came in: they come with
     /// every response, and a call into the whole switch cost ~70 instructions each. Every other action is
@@ -362,8 +358,10 @@ package final class Exchange: UpstreamOwner {
     func perform(_ action: Machine.Action,
                  part: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
         switch action {
-        case .none, .deferDeadline:
+        case .none:
             return true
+        case .deferDeadline:
+            return false
         case .writePart:
             guard part.count > 0, let responder else { return true }
             return relayPart(part, to: responder)
