@@ -11,7 +11,7 @@ extension ClientConnection {
         machine.responseHead(requestComplete: ex.bodyEnded, draining: context.draining)
         var close = machine.closesAfterResponse
         // A route with `stream_idle_timeout`: the upstream connection's idle bound replaces `body_timeout` now.
-        if let up = ex.upstream, up.streamIdleTimeout != 0 {
+        if ex.streamsIdle {
             timeouts.streamStarted()
             syncTimer()
         }

@@ -44,6 +44,10 @@ package final class Exchange: UpstreamOwner {
     private(set) var appCheckStage = AppCheckStage.notReached
     /// `appCheckStage` is `.decided`.
     var appCheckDecided: Bool { if case .decided = appCheckStage { true } else { false } }
+    /// The route sets `stream_idle_timeout` (which its upstream channel then keeps): once the response head is out, that
+    /// bound replaces the client's `body_timeout` (SPEC §6.1). Read from the route: reading the channel out of the
+    /// machine's state copies it.
+    var streamsIdle: Bool { route?.streamIdleTimeoutNS != nil }
     /// The route's enforcement when the request arrived (`enforce`, `monitor`, `off`); `off` without a route.
     var mode: String { route?.mode ?? "off" }
     /// The response status; 0 until one is chosen (499 when the client left first).
@@ -166,10 +170,12 @@ package final class Exchange: UpstreamOwner {
     /// Admission, then the App Check step or a built-in handler. May answer (and finish) before returning.
     func begin() {
         guard case .admitting(_, let head) = machine.state else { return }
-        switch RequestAdmission.prepare(head, runtime: context.runtime, builtins: context.builtins) {
+        // The runtime read once: each read of the loop's is a retain and a release.
+        let runtime = context.runtime
+        switch RequestAdmission.prepare(head, runtime: runtime, builtins: context.builtins) {
         case .refused(let refusal):
             path = refusal.path
-            if let route = refusal.route { useRoute(route, of: context.runtime) }
+            if let route = refusal.route { useRoute(route, of: runtime) }
             respondError(status: refusal.status, code: refusal.code, reason: refusal.reason,
                          close: refusal.status == 400 || refusal.status == 413)
         case .builtin(let target, let handler):
@@ -202,7 +208,6 @@ package final class Exchange: UpstreamOwner {
         case .admitted(let target, let route):
             path = target.path
             if target.query != nil || target.absoluteHost != nil || target.path != head.target { self.target = target }
-            let runtime = context.runtime
             useRoute(route, of: runtime)
             if refuseGRPCWithoutH2(route) { return }
             // Only routes with `websocket: true` look at the handshake's fields (Exchange+Tunnel.swift).

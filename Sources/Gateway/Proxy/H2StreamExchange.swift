@@ -91,7 +91,7 @@ final class H2StreamExchange: ExchangeResponder {
     func writeHead(_ head: HTTPResponseHead, framing: ResponseBodyFraming, exchange ex: Exchange) -> Bool {
         // A route with `stream_idle_timeout`: the upstream stream's idle bound (bytes either way) replaces
         // `body_timeout` now (SPEC §6.1), as on HTTP/1.1: a gRPC client may pause between its messages.
-        if let up = ex.upstream, up.streamIdleTimeout != 0 {
+        if ex.streamsIdle {
             deadlines.streamStarted()
             if let t = bodyTimer { context.loop.cancel(t) }
         }
