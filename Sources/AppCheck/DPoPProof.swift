@@ -9,8 +9,10 @@ public struct DPoPProof: Sendable {
 
     /// The key of the `jwk` header, its algorithm the header's `alg`.
     public let key: DPoPPublicKey
-    /// The payload's JSON object (claims not yet judged).
-    public let payload: JSONValue
+    /// The payload's decoded JSON bytes, which `claims` point into.
+    let payload: [UInt8]
+    /// The claims the checks read (not yet judged), `DPoPClaims.scan` of `payload`.
+    let claims: DPoPClaims
     public let signature: [UInt8]
     /// The proof's own bytes, `header.payload.signature`.
     let bytes: [UInt8]
@@ -26,8 +28,8 @@ public struct DPoPProof: Sendable {
         let bytes = Array(bytes)
         // Structure first (every `malformed` comes before the header's rules): payload and signature, then the header.
         guard let (first, second) = CompactJWS.dots(bytes),
-              let payloadBytes = Base64URL.decode(bytes[(first + 1)..<second]),
-              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxJSONBytes), case .object = payload,
+              let payload = Base64URL.decode(bytes[(first + 1)..<second]),
+              let claims = payload.withUnsafeBufferPointer({ DPoPClaims.scan($0, maxBytes: maxJSONBytes) }),
               let signature = Base64URL.decode(bytes[(second + 1)...]) else {
             throw .malformed
         }
@@ -43,7 +45,8 @@ public struct DPoPProof: Sendable {
             key = try judge(header: header)
             DPoPHeaderMemo.remember(headerPart, key)
         }
-        return DPoPProof(key: key, payload: payload, signature: signature, bytes: bytes, signingInputRange: 0..<second)
+        return DPoPProof(key: key, payload: payload, claims: claims, signature: signature, bytes: bytes,
+                         signingInputRange: 0..<second)
     }
 
     /// The header's rules after its structure: no `crit`, `typ`, `alg`, `jwk`.

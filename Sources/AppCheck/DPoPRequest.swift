@@ -67,6 +67,14 @@ public struct DPoPRequest: Sendable {
         }
     }
 
+    /// `matches(htu:)` on the UTF-8 bytes of `htu`.
+    func matches(htu: UnsafeBufferPointer<UInt8>) -> Bool {
+        var scheme = scheme, authority = authority, path = path
+        return scheme.withUTF8 { s in
+            authority.withUTF8 { a in path.withUTF8 { p in Self.matches(htu: htu, scheme: s, authority: a, path: p) } }
+        }
+    }
+
     static func matches(htu u: UnsafeBufferPointer<UInt8>, scheme: UnsafeBufferPointer<UInt8>,
                         authority: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>) -> Bool {
         let colon = UInt8(ascii: ":"), slash = UInt8(ascii: "/")

@@ -18,49 +18,48 @@ public enum DPoPVerifier {
     public static func verify(_ proof: DPoPProof, request: DPoPRequest, now: Double) -> Result<DPoPVerifiedProof, DPoPRule> {
         if let expected = request.thumbprint, !utf8Equal(expected, proof.key.thumbprint) { return .failure(.thumbprint) }
         guard proof.signatureVerifies else { return .failure(.signature) }
-        let claims = Claims(proof.payload)
-        guard let htm = claims.htm?.stringValue, utf8Equal(htm, request.method) else { return .failure(.htm) }
-        guard let htu = claims.htu?.stringValue, request.matches(htu: htu) else { return .failure(.htu) }
-        guard let iat = claims.iat?.numberValue,
-              iat >= now - request.maxAge - request.clockSkew, iat <= now + request.clockSkew else {
-            return .failure(.iat)
+        let claims = proof.claims
+        return proof.payload.withUnsafeBufferPointer { payload -> Result<DPoPVerifiedProof, DPoPRule> in
+            let htmMatches = DPoPClaims.withText(claims.htm, in: payload) { htm in
+                guard let htm else { return false }
+                var method = request.method
+                return method.withUTF8 { bytesEqual(htm, $0) }
+            }
+            guard htmMatches else { return .failure(.htm) }
+            guard DPoPClaims.withText(claims.htu, in: payload, { $0.map(request.matches(htu:)) ?? false }) else {
+                return .failure(.htu)
+            }
+            guard let iat = DPoPClaims.number(claims.iat),
+                  iat >= now - request.maxAge - request.clockSkew, iat <= now + request.clockSkew else {
+                return .failure(.iat)
+            }
+            // A cached token's `ath` was computed when it was cached (`accessTokenHash`); else the token is hashed here.
+            if var expected = request.accessTokenHash ?? request.accessToken.map({ DPoPRequest.ath(of: $0) }) {
+                let athMatches = DPoPClaims.withText(claims.ath, in: payload) { ath in
+                    guard let ath else { return false }
+                    return expected.withUTF8 { bytesEqual(ath, $0) }
+                }
+                guard athMatches else { return .failure(.ath) }
+            }
+            let jti: String
+            switch claims.jti {
+            case .plain(let range)?:
+                // Printable ASCII: one character per byte.
+                guard !range.isEmpty, range.count <= maxJTILength else { return .failure(.jti) }
+                jti = String(decoding: UnsafeBufferPointer(rebasing: payload[range]), as: UTF8.self)
+            case .json(.string(let text))?:
+                guard !text.isEmpty, jtiFits(text) else { return .failure(.jti) }
+                jti = text
+            default:
+                return .failure(.jti)
+            }
+            return .success(DPoPVerifiedProof(thumbprint: proof.key.thumbprint, jti: jti, issuedAt: iat,
+                                              rememberUntil: iat + request.maxAge + request.clockSkew))
         }
-        // A cached token's `ath` was computed when it was cached (`accessTokenHash`); else the token is hashed here.
-        if let expected = request.accessTokenHash ?? request.accessToken.map({ DPoPRequest.ath(of: $0) }) {
-            guard let ath = claims.ath?.stringValue, utf8Equal(ath, expected) else { return .failure(.ath) }
-        }
-        guard let jti = claims.jti?.stringValue, !jti.isEmpty, jtiFits(jti) else { return .failure(.jti) }
-        return .success(DPoPVerifiedProof(thumbprint: proof.key.thumbprint, jti: jti, issuedAt: iat,
-                                          rememberUntil: iat + request.maxAge + request.clockSkew))
     }
 }
 
 extension DPoPVerifier {
-    /// The five claims the checks read, taken from the payload's members in one pass (the first of each name, as
-    /// `JSONValue.member` would give; `StrictJSON` refuses duplicate names anyway). Five `member` look-ups, each a scan
-    /// comparing names, cost ~1,600 instructions per proof.
-    struct Claims {
-        var htm: JSONValue?, htu: JSONValue?, iat: JSONValue?, ath: JSONValue?, jti: JSONValue?
-
-        init(_ payload: JSONValue) {
-            guard let members = payload.objectMembers else { return }
-            for (key, value) in members {
-                var key = key
-                key.withUTF8 { name in
-                    guard name.count == 3 else { return }
-                    switch (name[0], name[1], name[2]) {
-                    case (0x68, 0x74, 0x6D): if htm == nil { htm = value }  // htm
-                    case (0x68, 0x74, 0x75): if htu == nil { htu = value }  // htu
-                    case (0x69, 0x61, 0x74): if iat == nil { iat = value }  // iat
-                    case (0x61, 0x74, 0x68): if ath == nil { ath = value }  // ath
-                    case (0x6A, 0x74, 0x69): if jti == nil { jti = value }  // jti
-                    default: break
-                    }
-                }
-            }
-        }
-    }
-
     /// At most `maxJTILength` Unicode scalars: a `jti` of at most that many UTF-8 bytes has no more scalars than
     /// bytes, so only a longer one is counted (counting every one cost ~600 instructions per proof).
     static func jtiFits(_ jti: String) -> Bool {
