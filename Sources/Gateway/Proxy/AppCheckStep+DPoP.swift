@@ -33,11 +33,11 @@ struct DPoPInput {
     /// path as sent (without query and fragment).
     /// The token's `ath` (`ath`, or computed from the token's bytes).
     func request(thumbprint: String, ath: String, maxAge: Double, clockSkew: Double) -> DPoPRequest {
-        let (absoluteAuthority, path) = DPoPRequest.split(target: head.target)
-        let authority = absoluteAuthority ?? head.headers.firstValue(forLowercased: "host") ?? ""
-        return DPoPRequest(method: head.method, scheme: clientScheme, authority: authority, path: path,
-                           accessToken: nil, thumbprint: thumbprint, maxAge: maxAge, clockSkew: clockSkew,
-                           accessTokenHash: ath)
+        // The target as sent: `DPoPRequest` takes its path (and an absolute form's authority) from its bytes when it
+        // compares `htu`, so no path String is made per request.
+        DPoPRequest(method: head.method, scheme: clientScheme, host: head.headers.firstValue(forLowercased: "host") ?? "",
+                    target: head.target, thumbprint: thumbprint, maxAge: maxAge, clockSkew: clockSkew,
+                    accessTokenHash: ath)
     }
 }
 
