@@ -91,6 +91,27 @@ import Testing
         #expect(va.replayKey != TokenClaims.jtiReplayKey(sub: "dpop", jti: "j-1"))
     }
 
+    /// The replay key's material: 0x01, the thumbprint's 32 bytes, the jti (one SHA-256 block for a jti of up to 22
+    /// bytes); a thumbprint that is not 43 base64url characters keeps the 0x00 "dpop\n" layout. Keys differ per
+    /// thumbprint and per jti, including a jti that is another's with a byte moved across the boundary.
+    @Test func replayKeyLayout() throws {
+        let key = try Self.key()
+        let raw = try #require(Base64URL.decode(key.thumbprint))
+        #expect(raw.count == 32)
+        for jti in ["j-1", String(repeating: "x", count: 22), String(repeating: "y", count: 23), "\u{E9}t\u{E9}"] {
+            let proof = DPoPVerifiedProof(thumbprint: key.thumbprint, jti: jti, issuedAt: Self.now, rememberUntil: Self.now)
+            #expect(proof.replayKey.bytes == SHA256Digest.hash([0x01] + raw + Array(jti.utf8)), "\(jti)")
+        }
+        let odd = DPoPVerifiedProof(thumbprint: "not-a-thumbprint", jti: "j", issuedAt: Self.now, rememberUntil: Self.now)
+        #expect(odd.replayKey.bytes == SHA256Digest.hash([0x00] + Array("dpop\nnot-a-thumbprint\nj".utf8)))
+        let other = try Self.key()
+        let keys = Set([(key.thumbprint, "a"), (key.thumbprint, "b"), (other.thumbprint, "a"), (key.thumbprint, "ab"),
+                        (key.thumbprint, "")].map {
+            DPoPVerifiedProof(thumbprint: $0.0, jti: $0.1, issuedAt: Self.now, rememberUntil: Self.now).replayKey
+        })
+        #expect(keys.count == 5)
+    }
+
     // MARK: each rule on its own
 
     @Test func malformed() throws {
