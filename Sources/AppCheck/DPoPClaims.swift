@@ -23,8 +23,8 @@ struct DPoPClaims {
     static func scan(_ payload: UnsafeBufferPointer<UInt8>, maxDepth: Int = StrictJSON.defaultMaxDepth,
                      maxBytes: Int) -> DPoPClaims? {
         guard payload.count <= maxBytes else { return nil }
-        // The first names' records for the duplicate check live on the stack (three words a name).
-        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 3 * StrictJSON.Parser.dpopLinearNames) { names in
+        // The first names' records for the duplicate check live on the stack (four words a name).
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * StrictJSON.Parser.dpopLinearNames) { names in
             var parser = StrictJSON.Parser(bytes: payload, maxDepth: maxDepth)
             var claims = DPoPClaims()
             do {
@@ -71,6 +71,7 @@ struct DPoPClaims {
         }
     }
 
+    @inline(__always)
     mutating func set(_ slot: Int, _ value: Value) {
         switch slot {
         case 0: htm = value
@@ -90,8 +91,10 @@ extension StrictJSON.Parser {
     /// `parseObject` reads it. Names are compared as `parseObject` compares them: two plain printable-ASCII names by
     /// their bytes (ASCII text has one canonical form, so that is `String` equality), any pair with another name as
     /// unescaped `String`s (a non-ASCII name may be canonically equivalent to an ASCII one: U+212A KELVIN SIGN and
-    /// "K"). `names` has room for `3 * dpopLinearNames` words: per name so far, its start and end in the input and -1
-    /// for a plain name or the index of its unescaped text in `texts`.
+    /// "K"). `names` has room for `4 * dpopLinearNames` words: per name so far, its start and end in the input, -1
+    /// for a plain name or the index of its unescaped text in `texts`, and a plain name's bytes packed
+    /// (`JSONValue.ShortKey.bits`) when it has at most 8, which two such names of one length compare instead of
+    /// calling `memcmp`.
     mutating func scanDPoPClaims(into claims: inout DPoPClaims, names: UnsafeMutablePointer<Int>) throws(StrictJSON.ParseError) {
         let depth = 1
         if depth > maxDepth { throw fail(.tooDeep) }
@@ -112,10 +115,12 @@ extension StrictJSON.Parser {
             let end = plainStringEnd(from: start)
             let index: Int
             let slot: Int
+            var packed: UInt64 = 0
             if end < bytes.count && bytes[end] == UInt8(ascii: "\"") {
                 position = end + 1
                 index = -1
                 slot = DPoPClaims.slot(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                if let short = JSONValue.ShortKey(in: bytes, from: start, to: end) { packed = short.bits }
             } else {
                 var unescaped = try parseString()
                 index = texts.count
@@ -124,23 +129,29 @@ extension StrictJSON.Parser {
             }
             if count < Self.dpopLinearNames {
                 for k in 0..<count {
-                    let otherStart = names[3 * k], otherEnd = names[3 * k + 1], otherText = names[3 * k + 2]
+                    let otherStart = names[4 * k], otherEnd = names[4 * k + 1], otherText = names[4 * k + 2]
                     let same: Bool
                     if otherText < 0 && index < 0 {
                         let length = end - start
-                        same = length == otherEnd - otherStart && (length == 0
-                            || memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, length) == 0)
+                        if length != otherEnd - otherStart {
+                            same = false
+                        } else if length <= 8 {
+                            same = UInt64(bitPattern: Int64(names[4 * k + 3])) == packed
+                        } else {
+                            same = memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, length) == 0
+                        }
                     } else {
                         same = text(otherStart, otherEnd, otherText) == text(start, end, index)
                     }
                     if same { throw StrictJSON.ParseError(kind: .duplicateKey, offset: nameOffset) }
                 }
-                names[3 * count] = start
-                names[3 * count + 1] = end
-                names[3 * count + 2] = index
+                names[4 * count] = start
+                names[4 * count + 1] = end
+                names[4 * count + 2] = index
+                names[4 * count + 3] = Int(Int64(bitPattern: packed))
             } else {
                 if seen == nil {
-                    seen = Set((0..<count).map { k in text(names[3 * k], names[3 * k + 1], names[3 * k + 2]) })
+                    seen = Set((0..<count).map { k in text(names[4 * k], names[4 * k + 1], names[4 * k + 2]) })
                 }
                 if !seen!.insert(text(start, end, index)).inserted {
                     throw StrictJSON.ParseError(kind: .duplicateKey, offset: nameOffset)

@@ -9,7 +9,7 @@ import Synchronization
 /// is about 300).
 ///
 /// A two-way set-associative cache of `limit` entries (about 2 MiB at most): a part's slot pair is chosen by a cheap
-/// hash keyed per process (`hash(_:)`), and a hit is a full byte comparison, so a hash collision only ever costs a
+/// hash keyed per process of its length and last 64 bytes (`hash(_:)`), and a hit is a full byte comparison, so a hash collision only ever costs a
 /// miss. Whatever an attacker's headers hash to, a look-up compares at most two entries, and a header pushed out is
 /// judged again on its next proof. (Swift's SipHash over the ~300-byte part and copying it into an array to look it
 /// up cost ~2,000 instructions per proof.)
@@ -63,11 +63,17 @@ enum DPoPHeaderMemo {
         }
     }
 
-    /// A 64-bit hash of `bytes` keyed with `seed`: eight bytes a step, each multiplied in and folded (about five
-    /// instructions per eight bytes). Not a cryptographic hash: it only spreads parts over the slots.
-    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+    /// How many bytes at the end of a part `hash` reads: a header's `jwk` (the device's key) comes last, and
+    /// the start (`typ`, `alg`) is the same for every device.
+    static let hashedTail = 64
+
+    /// A 64-bit hash of the length of `part` and its last `hashedTail` bytes, keyed with `seed`: eight bytes a step,
+    /// each multiplied in and folded. Not a cryptographic hash: it only spreads parts over the slots (two parts
+    /// that share their length and tail share a slot pair, and the full comparison tells them apart).
+    static func hash(_ part: UnsafeBufferPointer<UInt8>) -> UInt64 {
         let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
-        var h = seed ^ (UInt64(bytes.count) &* multiplier)
+        var h = seed ^ (UInt64(part.count) &* multiplier)
+        let bytes = part.count > hashedTail ? UnsafeBufferPointer(rebasing: part[(part.count - hashedTail)...]) : part
         guard let base = bytes.baseAddress else { return h }
         let raw = UnsafeRawPointer(base)
         var i = 0

@@ -1,3 +1,5 @@
+import Glibc
+
 /// What a DPoP proof must match (RFC 9449 §4.3 checks 8–12, SPEC §4.4): the request it came with, the token it
 /// accompanies, and the time window.
 public struct DPoPRequest: Sendable {
@@ -38,9 +40,9 @@ public struct DPoPRequest: Sendable {
     /// read in place when `htu` is compared. No access token: `accessTokenHash` is the `ath` to check, if any.
     public init(method: String, scheme: String, host: String, target: String, thumbprint: String?, maxAge: Double = 60,
                 clockSkew: Double, accessTokenHash: String?) {
-        self.init(method: method, scheme: scheme, authority: host, path: "", accessToken: nil, thumbprint: thumbprint,
-                  maxAge: maxAge, clockSkew: clockSkew, accessTokenHash: accessTokenHash)
-        self.target = target
+        self.method = method; self.scheme = scheme; self.authority = host; self.path = ""; self.target = target
+        self.accessToken = nil; self.thumbprint = thumbprint; self.maxAge = maxAge; self.clockSkew = clockSkew
+        self.accessTokenHash = accessTokenHash
     }
 
     /// The `ath` of a proof for `token` (RFC 9449 §4.2): base64url(SHA-256(token)), no padding.
@@ -148,12 +150,22 @@ public struct DPoPRequest: Sendable {
     static func matches(htu u: UnsafeBufferPointer<UInt8>, scheme: UnsafeBufferPointer<UInt8>,
                         authority: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>) -> Bool {
         let colon = UInt8(ascii: ":"), slash = UInt8(ascii: "/")
-        // No query, no fragment; the scheme ends at the first "://".
+        // No query, no fragment; the scheme ends at the first "://". By memchr (a byte loop cost ~10 instructions
+        // a byte of `htu`).
+        guard let base = u.baseAddress else { return false }
+        let raw = UnsafeRawPointer(base)
+        if memchr(raw, Int32(UInt8(ascii: "?")), u.count) != nil || memchr(raw, Int32(UInt8(ascii: "#")), u.count) != nil {
+            return false
+        }
         var separator = -1
-        for i in 0..<u.count {
-            let byte = u[i]
-            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { return false }
-            if separator < 0 && byte == colon && i + 2 < u.count && u[i + 1] == slash && u[i + 2] == slash { separator = i }
+        var from = 0
+        while from < u.count, let hit = memchr(raw + from, Int32(colon), u.count - from) {
+            let i = raw.distance(to: UnsafeRawPointer(hit))
+            if i + 2 < u.count && u[i + 1] == slash && u[i + 2] == slash {
+                separator = i
+                break
+            }
+            from = i + 1
         }
         guard separator >= 0, asciiEqualIgnoringCase(u, 0..<separator, scheme, 0..<scheme.count) else { return false }
         let authorityStart = separator + 3
@@ -168,7 +180,7 @@ public struct DPoPRequest: Sendable {
         guard asciiEqualIgnoringCase(u, theirs, authority, ours) else { return false }
         // The path byte for byte, an empty one being "/".
         if pathStart == u.count { return path.count == 1 && path[0] == slash }
-        return u.count - pathStart == path.count && (0..<path.count).allSatisfy { u[pathStart + $0] == path[$0] }
+        return bytesEqual(UnsafeBufferPointer(rebasing: u[pathStart...]), path)
     }
 
     /// `range` of `bytes` without a trailing `port` (`:443`, `:80`).

@@ -19,14 +19,17 @@ public enum DPoPVerifier {
         if let expected = request.thumbprint, !utf8Equal(expected, proof.key.thumbprint) { return .failure(.thumbprint) }
         guard proof.signatureVerifies else { return .failure(.signature) }
         let claims = proof.claims
-        return proof.payload.withUnsafeBufferPointer { payload -> Result<DPoPVerifiedProof, DPoPRule> in
+        return proof.decoded.withUnsafeBufferPointer { payload -> Result<DPoPVerifiedProof, DPoPRule> in
             let htmMatches = DPoPClaims.withText(claims.htm, in: payload) { htm in
                 guard let htm else { return false }
                 var method = request.method
                 return method.withUTF8 { bytesEqual(htm, $0) }
             }
             guard htmMatches else { return .failure(.htm) }
-            guard DPoPClaims.withText(claims.htu, in: payload, { $0.map(request.matches(htu:)) ?? false }) else {
+            guard DPoPClaims.withText(claims.htu, in: payload, { htu in
+                guard let htu else { return false }
+                return request.matches(htu: htu)
+            }) else {
                 return .failure(.htu)
             }
             guard let iat = DPoPClaims.number(claims.iat),
@@ -41,19 +44,19 @@ public enum DPoPVerifier {
                 }
                 guard athMatches else { return .failure(.ath) }
             }
-            let jti: String
+            let jti: ArraySlice<UInt8>
             switch claims.jti {
             case .plain(let range)?:
-                // Printable ASCII: one character per byte.
+                // Printable ASCII: one character per byte. Kept in place in the decoded payload (no String made).
                 guard !range.isEmpty, range.count <= maxJTILength else { return .failure(.jti) }
-                jti = String(decoding: UnsafeBufferPointer(rebasing: payload[range]), as: UTF8.self)
+                jti = proof.decoded[range]
             case .json(.string(let text))?:
                 guard !text.isEmpty, jtiFits(text) else { return .failure(.jti) }
-                jti = text
+                jti = Array(text.utf8)[...]
             default:
                 return .failure(.jti)
             }
-            return .success(DPoPVerifiedProof(thumbprint: proof.key.thumbprint, jti: jti, issuedAt: iat,
+            return .success(DPoPVerifiedProof(thumbprint: proof.key.thumbprint, jtiBytes: jti, issuedAt: iat,
                                               rememberUntil: iat + request.maxAge + request.clockSkew))
         }
     }
@@ -71,10 +74,28 @@ extension DPoPVerifier {
 public struct DPoPVerifiedProof: Sendable, Equatable {
     /// The RFC 7638 thumbprint of the proof's key: the `cnf.jkt` a token minted for it carries.
     public let thumbprint: String
-    public let jti: String
+    /// The `jti`'s UTF-8 bytes (a slice of the decoded payload when it was written without escapes: no copy).
+    let jtiBytes: ArraySlice<UInt8>
     public let issuedAt: Double
     /// After this instant the proof is refused by its `iat` anyway: the replay store may forget its `jti` then.
     public let rememberUntil: Double
+
+    /// The `jti` claim (valid UTF-8: `StrictJSON`'s rules).
+    public var jti: String { String(decoding: jtiBytes, as: UTF8.self) }
+
+    init(thumbprint: String, jtiBytes: ArraySlice<UInt8>, issuedAt: Double, rememberUntil: Double) {
+        self.thumbprint = thumbprint; self.jtiBytes = jtiBytes; self.issuedAt = issuedAt; self.rememberUntil = rememberUntil
+    }
+
+    init(thumbprint: String, jti: String, issuedAt: Double, rememberUntil: Double) {
+        self.init(thumbprint: thumbprint, jtiBytes: Array(jti.utf8)[...], issuedAt: issuedAt, rememberUntil: rememberUntil)
+    }
+
+    /// Equal when thumbprint, `jti` bytes and times are.
+    public static func == (a: DPoPVerifiedProof, b: DPoPVerifiedProof) -> Bool {
+        utf8Equal(a.thumbprint, b.thumbprint) && a.jtiBytes.elementsEqual(b.jtiBytes) && a.issuedAt == b.issuedAt
+            && a.rememberUntil == b.rememberUntil
+    }
 
     /// The replay-store key of the proof's single use: SHA-256(0x01 ‖ T ‖ jti), T the 32 bytes of the thumbprint
     /// (base64url-decoded). T has a fixed length, so the material names one (key, `jti`) pair; its first byte is the
@@ -85,9 +106,9 @@ public struct DPoPVerifiedProof: Sendable, Equatable {
     /// A thumbprint that is not 43 base64url characters (none made here) keeps the earlier layout,
     /// SHA-256(0x00 ‖ "dpop\n" ‖ thumbprint ‖ "\n" ‖ jti). The material is laid out on the stack and hashed once.
     public var replayKey: SHA256Digest.Value {
-        var thumbprint = thumbprint, jti = jti
+        var thumbprint = thumbprint
         return thumbprint.withUTF8 { t in
-            jti.withUTF8 { j in
+            jtiBytes.withUnsafeBufferPointer { j in
                 let count = max(33, 6 + t.count + 1) + j.count
                 return withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { buffer in
                     guard let base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) else {

@@ -112,6 +112,29 @@ import Testing
         #expect(keys.count == 5)
     }
 
+    /// A proof handed over as a slice of a larger buffer (as the gateway hands the `DPoP` field's value, in place):
+    /// the same verdicts as the proof on its own, the signature checked over the slice's own bytes.
+    @Test func proofInASliceOfALargerBuffer() throws {
+        let key = try Self.key()
+        let proof = Array(try Self.proof(key).utf8)
+        let buffer = Array("DPoP: ".utf8) + proof + Array("\r\nHost: x\r\n".utf8)
+        let slice = buffer[6..<(6 + proof.count)]
+        #expect(slice.startIndex == 6)
+        let verified = try DPoPVerifier.verify(slice, request: Self.request(key), now: Self.now).get()
+        #expect(verified.jti == "j-1")
+        var changed = buffer
+        changed[6 + proof.count - 3] ^= 0x01  // in the signature
+        guard case .failure(let rule) = DPoPVerifier.verify(changed[6..<(6 + proof.count)], request: Self.request(key),
+                                                            now: Self.now) else {
+            Issue.record("a changed signature passed")
+            return
+        }
+        #expect(rule == .signature || rule == .malformed)
+        // One byte more on either side is not the proof.
+        #expect((try? DPoPVerifier.verify(buffer[5..<(6 + proof.count)], request: Self.request(key), now: Self.now).get()) == nil)
+        #expect((try? DPoPVerifier.verify(buffer[6..<(7 + proof.count)], request: Self.request(key), now: Self.now).get()) == nil)
+    }
+
     // MARK: each rule on its own
 
     @Test func malformed() throws {
