@@ -183,3 +183,27 @@ extension StrictJSON.Parser {
         }
     }
 }
+
+extension StrictJSON {
+    /// For the `json` fuzz target: what the DPoP payload's one pass (`DPoPClaims.scan`) makes of `bytes` — nil when
+    /// it refuses them, else `htm`, `htu`, `iat`, `ath`, `jti` as JSON values (a plain string kept as its bytes
+    /// becomes `.string`), in that order. `parse` must accept exactly the same objects with the same values.
+    @_spi(Fuzzing)
+    public static func scannedDPoPClaims(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth,
+                                         maxBytes: Int = defaultMaxBytes) -> [JSONValue?]? {
+        bytes.withUnsafeBufferPointer { buffer -> [JSONValue?]? in
+            guard let claims = DPoPClaims.scan(buffer, maxDepth: maxDepth, maxBytes: maxBytes) else { return nil }
+            return [claims.htm, claims.htu, claims.iat, claims.ath, claims.jti].map { claim -> JSONValue? in
+                switch claim {
+                case .plain(let range)?: .string(String(decoding: UnsafeBufferPointer(rebasing: buffer[range]), as: UTF8.self))
+                case .json(let value)?: value
+                case nil: nil
+                }
+            }
+        }
+    }
+
+    /// The claim names `scannedDPoPClaims` reports, in its order.
+    @_spi(Fuzzing)
+    public static var dpopClaimNames: [String] { ["htm", "htu", "iat", "ath", "jti"] }
+}
