@@ -9,12 +9,17 @@ public struct DPoPProof: Sendable {
 
     /// The key of the `jwk` header, its algorithm the header's `alg`.
     public let key: DPoPPublicKey
-    /// The payload's JSON object (claims not yet judged).
-    public let payload: JSONValue
-    public let signature: [UInt8]
-    /// The proof's own bytes, `header.payload.signature`.
-    let bytes: [UInt8]
-    /// `header.payload`: the bytes the signature covers.
+    /// The payload's decoded JSON bytes (`0..<payloadCount`, which `claims` point into) and after them the decoded
+    /// signature: one allocation for both.
+    let decoded: [UInt8]
+    let payloadCount: Int
+    /// The claims the checks read (not yet judged), `DPoPClaims.scan` of the payload.
+    let claims: DPoPClaims
+    /// The decoded signature.
+    public var signature: [UInt8] { Array(decoded[payloadCount...]) }
+    /// The proof's own bytes, `header.payload.signature` (the caller's slice when it gave one: no copy).
+    let bytes: ArraySlice<UInt8>
+    /// `header.payload`: the bytes the signature covers, as offsets from the start of `bytes`.
     let signingInputRange: Range<Int>
 
     /// The proof in `bytes`, its header checked in the order of SPEC §4.4: structure (`malformed`: not exactly three
@@ -23,16 +28,19 @@ public struct DPoPProof: Sendable {
     /// of that algorithm, `DPoPPublicKey.init(jwk:algorithm:)`).
     public static func parse<Bytes: Collection>(_ bytes: Bytes) throws(DPoPRule) -> DPoPProof where Bytes.Element == UInt8 {
         guard bytes.count <= maxLength else { throw .malformed }
-        let bytes = Array(bytes)
+        let bytes: ArraySlice<UInt8> = (bytes as? ArraySlice<UInt8>) ?? Array(bytes)[...]
+        let start = bytes.startIndex
         // Structure first (every `malformed` comes before the header's rules): payload and signature, then the header.
-        guard let (first, second) = CompactJWS.dots(bytes),
-              let payloadBytes = Base64URL.decode(bytes[(first + 1)..<second]),
-              let payload = try? StrictJSON.parse(payloadBytes, maxBytes: maxJSONBytes), case .object = payload,
-              let signature = Base64URL.decode(bytes[(second + 1)...]) else {
+        guard let (firstOffset, secondOffset) = bytes.withUnsafeBytes({ CompactJWS.dots($0) }),
+              case let (first, second) = (start + firstOffset, start + secondOffset),
+              let (decoded, payloadCount) = decodeParts(bytes[(first + 1)..<second], bytes[(second + 1)...]),
+              let claims = decoded.withUnsafeBufferPointer({
+                  DPoPClaims.scan(UnsafeBufferPointer(rebasing: $0[0..<payloadCount]), maxBytes: maxJSONBytes)
+              }) else {
             throw .malformed
         }
         let key: DPoPPublicKey
-        let headerPart = bytes[0..<first]
+        let headerPart = bytes[start..<first]
         if let known = DPoPHeaderMemo.lookup(headerPart) {
             key = known
         } else {
@@ -43,7 +51,28 @@ public struct DPoPProof: Sendable {
             key = try judge(header: header)
             DPoPHeaderMemo.remember(headerPart, key)
         }
-        return DPoPProof(key: key, payload: payload, signature: signature, bytes: bytes, signingInputRange: 0..<second)
+        return DPoPProof(key: key, decoded: decoded, payloadCount: payloadCount, claims: claims, bytes: bytes,
+                         signingInputRange: 0..<secondOffset)
+    }
+
+    /// The strict base64url `payload` and `signature` parts decoded into one array, the payload first, and the
+    /// payload's length; nil when either is not strict base64url (`Base64URL.decode`'s rules).
+    static func decodeParts(_ payload: ArraySlice<UInt8>, _ signature: ArraySlice<UInt8>) -> ([UInt8], Int)? {
+        guard let payloadCount = Base64URL.decodedCount(payload.count),
+              let signatureCount = Base64URL.decodedCount(signature.count) else { return nil }
+        var valid = false
+        let decoded = [UInt8](unsafeUninitializedCapacity: max(1, payloadCount + signatureCount)) { out, initialized in
+            initialized = 0
+            guard let base = out.baseAddress else { return }
+            valid = payload.withUnsafeBytes { p in
+                signature.withUnsafeBytes { s in
+                    Base64URL.decode(p, into: base) == payloadCount
+                        && Base64URL.decode(s, into: base + payloadCount) == signatureCount
+                }
+            }
+            if valid { initialized = payloadCount + signatureCount }
+        }
+        return valid ? (decoded, payloadCount) : nil
     }
 
     /// The header's rules after its structure: no `crit`, `typ`, `alg`, `jwk`.
@@ -61,7 +90,10 @@ public struct DPoPProof: Sendable {
     /// True when the signature verifies over `header.payload` with the `jwk` key.
     public var signatureVerifies: Bool {
         bytes.withUnsafeBytes { raw in
-            key.verify(signingInput: UnsafeRawBufferPointer(rebasing: raw[signingInputRange]), signature: signature)
+            decoded.withUnsafeBytes { decoded in
+                key.verify(signingInput: UnsafeRawBufferPointer(rebasing: raw[signingInputRange]),
+                           signature: UnsafeRawBufferPointer(rebasing: decoded[payloadCount...]))
+            }
         }
     }
 }

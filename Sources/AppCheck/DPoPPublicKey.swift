@@ -101,16 +101,19 @@ public struct DPoPPublicKey: Sendable {
     /// True when `signature` verifies over `signingInput`: for ES256/ES384 the JOSE form R ‖ S (64 or 96 bytes,
     /// RFC 7518 §3.4), for EdDSA the 64-byte Ed25519 signature (RFC 8037 §3.1). Thread-safe.
     public func verify(signingInput: UnsafeRawBufferPointer, signature: [UInt8]) -> Bool {
+        signature.withUnsafeBytes { verify(signingInput: signingInput, signature: $0) }
+    }
+
+    /// `verify(signingInput:signature:)` with the signature's bytes in place.
+    func verify(signingInput: UnsafeRawBufferPointer, signature: UnsafeRawBufferPointer) -> Bool {
         switch algorithm {
         case .edDSA:
             // Ed25519 hashes inside the signature scheme: only the one-shot EVP_DigestVerify does it.
             guard signature.count == 64, let context = EVP_MD_CTX_new() else { return false }
             defer { EVP_MD_CTX_free(context) }
             guard EVP_DigestVerifyInit(context, nil, nil, nil, key.pointer) == 1 else { ERR_clear_error(); return false }
-            let result = signature.withUnsafeBufferPointer { sig in
-                EVP_DigestVerify(context, sig.baseAddress, sig.count,
-                                 signingInput.baseAddress?.assumingMemoryBound(to: UInt8.self), signingInput.count)
-            }
+            let result = EVP_DigestVerify(context, signature.baseAddress?.assumingMemoryBound(to: UInt8.self), signature.count,
+                                          signingInput.baseAddress?.assumingMemoryBound(to: UInt8.self), signingInput.count)
             ERR_clear_error()
             return result == 1
         case .es256, .es384:
@@ -121,14 +124,14 @@ public struct DPoPPublicKey: Sendable {
     /// ES256 / ES384 (RFC 7518 §3.4): the signing input hashed (`ecdsaDigest`), R ‖ S turned into DER, and one
     /// `EVP_PKEY_verify` on a context kept with the key (`EVPKey.takeECDSAContext`): the same verification
     /// EVP_DigestVerify makes (ECDSA_verify of the DER over the digest), without setting a context up per proof.
-    private func verifyECDSA(signingInput: UnsafeRawBufferPointer, signature: [UInt8]) -> Bool {
+    private func verifyECDSA(signingInput: UnsafeRawBufferPointer, signature: UnsafeRawBufferPointer) -> Bool {
         let size = algorithm.curve.size
         guard signature.count == 2 * size else { return false }
         // The DER form in a stack buffer (at most 104 bytes for P-384): no ECDSA_SIG, no BIGNUMs, no allocation.
         var der: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
             = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         let derCount = withUnsafeMutableBytes(of: &der) { out in
-            signature.withUnsafeBytes { Self.writeDERSignature(fromJOSE: $0, into: out) }
+            Self.writeDERSignature(fromJOSE: signature, into: out)
         }
         guard let derCount else { return false }
         let digestAlgorithm = algorithm == .es256 ? EVP_sha256() : EVP_sha384()

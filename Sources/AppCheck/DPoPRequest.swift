@@ -1,3 +1,5 @@
+import Glibc
+
 /// What a DPoP proof must match (RFC 9449 §4.3 checks 8–12, SPEC §4.4): the request it came with, the token it
 /// accompanies, and the time window.
 public struct DPoPRequest: Sendable {
@@ -7,8 +9,12 @@ public struct DPoPRequest: Sendable {
     public var scheme: String
     /// `Host` / `:authority` as the client sent it (compared ASCII case-insensitively, a default port ignored).
     public var authority: String
-    /// The path as sent, without query and fragment (compared byte for byte).
+    /// The path as sent, without query and fragment (compared byte for byte); unused when `target` is set.
     public var path: String
+    /// The request target as sent (origin form, or absolute form whose authority overrides `authority`), when the
+    /// caller gave it instead of `path` (`init(method:scheme:host:target:…)`): the path and authority are then taken
+    /// from its bytes when `htu` is compared, as `split(target:)` would take them, with no String made per request.
+    public var target: String?
     /// The access token the proof accompanies (its `ath` must be base64url(SHA-256(token))); nil at the issuer's
     /// exchange, where no token exists yet and `ath` is not checked.
     public var accessToken: [UInt8]?
@@ -27,6 +33,15 @@ public struct DPoPRequest: Sendable {
                 thumbprint: String?, maxAge: Double = 60, clockSkew: Double, accessTokenHash: String? = nil) {
         self.method = method; self.scheme = scheme; self.authority = authority; self.path = path
         self.accessToken = accessToken; self.thumbprint = thumbprint; self.maxAge = maxAge; self.clockSkew = clockSkew
+        self.accessTokenHash = accessTokenHash
+    }
+
+    /// A request by its target as sent and its `Host` (or `:authority`): `split(target:)`'s path and authority,
+    /// read in place when `htu` is compared. No access token: `accessTokenHash` is the `ath` to check, if any.
+    public init(method: String, scheme: String, host: String, target: String, thumbprint: String?, maxAge: Double = 60,
+                clockSkew: Double, accessTokenHash: String?) {
+        self.method = method; self.scheme = scheme; self.authority = host; self.path = ""; self.target = target
+        self.accessToken = nil; self.thumbprint = thumbprint; self.maxAge = maxAge; self.clockSkew = clockSkew
         self.accessTokenHash = accessTokenHash
     }
 
@@ -67,15 +82,90 @@ public struct DPoPRequest: Sendable {
         }
     }
 
+    /// `matches(htu:)` on the UTF-8 bytes of `htu`.
+    func matches(htu: UnsafeBufferPointer<UInt8>) -> Bool {
+        var scheme = scheme, authority = authority
+        guard var target else {
+            var path = path
+            return scheme.withUTF8 { s in
+                authority.withUTF8 { a in path.withUTF8 { p in Self.matches(htu: htu, scheme: s, authority: a, path: p) } }
+            }
+        }
+        let matched: Bool? = target.withUTF8 { t in
+            guard let (absolute, path) = Self.targetParts(t) else { return nil }
+            return scheme.withUTF8 { s in
+                if path.isEmpty {
+                    // An empty path is "/".
+                    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1) { slash in
+                        slash[0] = UInt8(ascii: "/")
+                        let p = UnsafeBufferPointer(slash)
+                        if let absolute { return Self.matches(htu: htu, scheme: s, authority: UnsafeBufferPointer(rebasing: t[absolute]), path: p) }
+                        return authority.withUTF8 { Self.matches(htu: htu, scheme: s, authority: $0, path: p) }
+                    }
+                }
+                let p = UnsafeBufferPointer(rebasing: t[path])
+                if let absolute { return Self.matches(htu: htu, scheme: s, authority: UnsafeBufferPointer(rebasing: t[absolute]), path: p) }
+                return authority.withUTF8 { Self.matches(htu: htu, scheme: s, authority: $0, path: p) }
+            }
+        }
+        if let matched { return matched }
+        // A target with bytes beyond ASCII: split as Characters, as `split(target:)` does.
+        let (absolute, path) = Self.split(target: target)
+        var request = self
+        request.target = nil
+        request.authority = absolute ?? authority
+        request.path = path
+        return request.matches(htu: htu)
+    }
+
+    /// `split(target:)` on the bytes of an ASCII target: the range of an absolute-form target's authority (after the
+    /// first `://` of a target not starting with `/`, up to the next `/`, `?` or `#`), and of the path after it (up
+    /// to the first `?` or `#`; empty means `/`). Nil when a byte is not ASCII (Characters could then differ from
+    /// bytes: a combining mark after `/`).
+    static func targetParts(_ t: UnsafeBufferPointer<UInt8>) -> (authority: Range<Int>?, path: Range<Int>)? {
+        var separator = -1, pathStart = 0
+        let slash = UInt8(ascii: "/")
+        let absoluteForm = t.first != slash
+        for i in 0..<t.count {
+            let byte = t[i]
+            if byte >= 0x80 { return nil }
+            if absoluteForm && separator < 0 && byte == UInt8(ascii: ":") && i + 2 < t.count && t[i + 1] == slash
+                && t[i + 2] == slash {
+                separator = i
+            }
+        }
+        var authority: Range<Int>? = nil
+        if separator >= 0 {
+            let start = separator + 3
+            var end = start
+            while end < t.count, t[end] != slash, t[end] != UInt8(ascii: "?"), t[end] != UInt8(ascii: "#") { end += 1 }
+            authority = start..<end
+            pathStart = end
+        }
+        var pathEnd = pathStart
+        while pathEnd < t.count, t[pathEnd] != UInt8(ascii: "?"), t[pathEnd] != UInt8(ascii: "#") { pathEnd += 1 }
+        return (authority, pathStart..<pathEnd)
+    }
+
     static func matches(htu u: UnsafeBufferPointer<UInt8>, scheme: UnsafeBufferPointer<UInt8>,
                         authority: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>) -> Bool {
         let colon = UInt8(ascii: ":"), slash = UInt8(ascii: "/")
-        // No query, no fragment; the scheme ends at the first "://".
+        // No query, no fragment; the scheme ends at the first "://". By memchr (a byte loop cost ~10 instructions
+        // a byte of `htu`).
+        guard let base = u.baseAddress else { return false }
+        let raw = UnsafeRawPointer(base)
+        if memchr(raw, Int32(UInt8(ascii: "?")), u.count) != nil || memchr(raw, Int32(UInt8(ascii: "#")), u.count) != nil {
+            return false
+        }
         var separator = -1
-        for i in 0..<u.count {
-            let byte = u[i]
-            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { return false }
-            if separator < 0 && byte == colon && i + 2 < u.count && u[i + 1] == slash && u[i + 2] == slash { separator = i }
+        var from = 0
+        while from < u.count, let hit = memchr(raw + from, Int32(colon), u.count - from) {
+            let i = raw.distance(to: UnsafeRawPointer(hit))
+            if i + 2 < u.count && u[i + 1] == slash && u[i + 2] == slash {
+                separator = i
+                break
+            }
+            from = i + 1
         }
         guard separator >= 0, asciiEqualIgnoringCase(u, 0..<separator, scheme, 0..<scheme.count) else { return false }
         let authorityStart = separator + 3
@@ -90,7 +180,7 @@ public struct DPoPRequest: Sendable {
         guard asciiEqualIgnoringCase(u, theirs, authority, ours) else { return false }
         // The path byte for byte, an empty one being "/".
         if pathStart == u.count { return path.count == 1 && path[0] == slash }
-        return u.count - pathStart == path.count && (0..<path.count).allSatisfy { u[pathStart + $0] == path[$0] }
+        return bytesEqual(UnsafeBufferPointer(rebasing: u[pathStart...]), path)
     }
 
     /// `range` of `bytes` without a trailing `port` (`:443`, `:80`).

@@ -15,3 +15,11 @@ func utf8Equal(_ a: String, _ b: String) -> Bool {
         }
     }
 }
+
+/// Byte-for-byte equality of two buffers (`memcmp` after one length check).
+@inline(__always)
+func bytesEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard a.count == b.count else { return false }
+    guard let x = a.baseAddress, let y = b.baseAddress else { return a.count == 0 }
+    return memcmp(x, y, a.count) == 0
+}

@@ -168,4 +168,33 @@ import Testing
         #expect(rule(badHeader) == .typ)
         #expect(DPoPHeaderMemo.lookup(Array(badHeader.utf8.prefix(while: { $0 != UInt8(ascii: ".") }))[...]) == nil)
     }
+
+    /// The memo is a bounded cache looked up by a hash and then the exact bytes: a part that differs in one byte, a
+    /// prefix or a longer part is not the one remembered; a part over `maxPartLength` is never kept; after twice
+    /// `limit` other parts, the memo holds at most `limit` of them and a look-up still answers only for exact bytes.
+    @Test func headerMemoMatchesExactBytesAndStaysBounded() throws {
+        let key = try DPoPPublicKey(jwk: try StrictJSON.parse(Array(try #require(DPoPPrivateKey.generate(.es256)).publicJWKJSON.utf8)),
+                                    algorithm: .es256)
+        let part = Array("eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6IkVTMjU2IiwiandrIjp7Imt0eSI6IkVDIn19-memo-test".utf8)
+        DPoPHeaderMemo.remember(part[...], key)
+        #expect(DPoPHeaderMemo.lookup(part[...])?.thumbprint == key.thumbprint)
+        for i in part.indices {
+            var changed = part
+            changed[i] ^= 0x01
+            #expect(DPoPHeaderMemo.lookup(changed[...]) == nil, "byte \(i) changed")
+        }
+        #expect(DPoPHeaderMemo.lookup(part.dropLast()) == nil)
+        #expect(DPoPHeaderMemo.lookup((part + [0x41])[...]) == nil)
+        #expect(DPoPHeaderMemo.lookup([][...]) == nil)
+        let long = [UInt8](repeating: 0x41, count: DPoPHeaderMemo.maxPartLength + 1)
+        DPoPHeaderMemo.remember(long[...], key)
+        #expect(DPoPHeaderMemo.lookup(long[...]) == nil)
+        // Twice `limit` parts: at most `limit` are found afterwards, each only by its own bytes.
+        let many = (0..<(2 * DPoPHeaderMemo.limit)).map { Array("memo-part-\($0)".utf8) }
+        for part in many { DPoPHeaderMemo.remember(part[...], key) }
+        let kept = many.filter { DPoPHeaderMemo.lookup($0[...]) != nil }.count
+        #expect(kept <= DPoPHeaderMemo.limit)
+        #expect(kept >= DPoPHeaderMemo.limit / 4, "most slots hold a part: the hash spreads them")
+        #expect(DPoPHeaderMemo.lookup(Array("memo-part-\(2 * DPoPHeaderMemo.limit)".utf8)[...]) == nil)
+    }
 }

@@ -91,6 +91,50 @@ import Testing
         #expect(va.replayKey != TokenClaims.jtiReplayKey(sub: "dpop", jti: "j-1"))
     }
 
+    /// The replay key's material: 0x01, the thumbprint's 32 bytes, the jti (one SHA-256 block for a jti of up to 22
+    /// bytes); a thumbprint that is not 43 base64url characters keeps the 0x00 "dpop\n" layout. Keys differ per
+    /// thumbprint and per jti, including a jti that is another's with a byte moved across the boundary.
+    @Test func replayKeyLayout() throws {
+        let key = try Self.key()
+        let raw = try #require(Base64URL.decode(key.thumbprint))
+        #expect(raw.count == 32)
+        for jti in ["j-1", String(repeating: "x", count: 22), String(repeating: "y", count: 23), "\u{E9}t\u{E9}"] {
+            let proof = DPoPVerifiedProof(thumbprint: key.thumbprint, jti: jti, issuedAt: Self.now, rememberUntil: Self.now)
+            #expect(proof.replayKey.bytes == SHA256Digest.hash([0x01] + raw + Array(jti.utf8)), "\(jti)")
+        }
+        let odd = DPoPVerifiedProof(thumbprint: "not-a-thumbprint", jti: "j", issuedAt: Self.now, rememberUntil: Self.now)
+        #expect(odd.replayKey.bytes == SHA256Digest.hash([0x00] + Array("dpop\nnot-a-thumbprint\nj".utf8)))
+        let other = try Self.key()
+        let keys = Set([(key.thumbprint, "a"), (key.thumbprint, "b"), (other.thumbprint, "a"), (key.thumbprint, "ab"),
+                        (key.thumbprint, "")].map {
+            DPoPVerifiedProof(thumbprint: $0.0, jti: $0.1, issuedAt: Self.now, rememberUntil: Self.now).replayKey
+        })
+        #expect(keys.count == 5)
+    }
+
+    /// A proof handed over as a slice of a larger buffer (as the gateway hands the `DPoP` field's value, in place):
+    /// the same verdicts as the proof on its own, the signature checked over the slice's own bytes.
+    @Test func proofInASliceOfALargerBuffer() throws {
+        let key = try Self.key()
+        let proof = Array(try Self.proof(key).utf8)
+        let buffer = Array("DPoP: ".utf8) + proof + Array("\r\nHost: x\r\n".utf8)
+        let slice = buffer[6..<(6 + proof.count)]
+        #expect(slice.startIndex == 6)
+        let verified = try DPoPVerifier.verify(slice, request: Self.request(key), now: Self.now).get()
+        #expect(verified.jti == "j-1")
+        var changed = buffer
+        changed[6 + proof.count - 3] ^= 0x01  // in the signature
+        guard case .failure(let rule) = DPoPVerifier.verify(changed[6..<(6 + proof.count)], request: Self.request(key),
+                                                            now: Self.now) else {
+            Issue.record("a changed signature passed")
+            return
+        }
+        #expect(rule == .signature || rule == .malformed)
+        // One byte more on either side is not the proof.
+        #expect((try? DPoPVerifier.verify(buffer[5..<(6 + proof.count)], request: Self.request(key), now: Self.now).get()) == nil)
+        #expect((try? DPoPVerifier.verify(buffer[6..<(7 + proof.count)], request: Self.request(key), now: Self.now).get()) == nil)
+    }
+
     // MARK: each rule on its own
 
     @Test func malformed() throws {

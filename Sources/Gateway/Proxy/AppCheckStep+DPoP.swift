@@ -33,11 +33,11 @@ struct DPoPInput {
     /// path as sent (without query and fragment).
     /// The token's `ath` (`ath`, or computed from the token's bytes).
     func request(thumbprint: String, ath: String, maxAge: Double, clockSkew: Double) -> DPoPRequest {
-        let (absoluteAuthority, path) = DPoPRequest.split(target: head.target)
-        let authority = absoluteAuthority ?? head.headers.firstValue(forLowercased: "host") ?? ""
-        return DPoPRequest(method: head.method, scheme: clientScheme, authority: authority, path: path,
-                           accessToken: nil, thumbprint: thumbprint, maxAge: maxAge, clockSkew: clockSkew,
-                           accessTokenHash: ath)
+        // The target as sent: `DPoPRequest` takes its path (and an absolute form's authority) from its bytes when it
+        // compares `htu`, so no path String is made per request.
+        DPoPRequest(method: head.method, scheme: clientScheme, host: head.headers.firstValue(forLowercased: "host") ?? "",
+                    target: head.target, thumbprint: thumbprint, maxAge: maxAge, clockSkew: clockSkew,
+                    accessTokenHash: ath)
     }
 }
 
@@ -87,22 +87,30 @@ extension AppCheckStep {
         // just before a loss, from a client whose clock runs ahead, may be accepted once more within its `iat` window
         // (docs/dpop.md).
         let issuedAt = proof.issuedAt + 1
-        let decide: (ReplayResult) -> Void = { [weak self] result in
-            guard let self else { return }
-            switch result {
-            case .consumed: next()
-            case .reused:
-                completion(self.refuseProof(route, "dpop_reused", rule: nil, fingerprint: fingerprint, appId: appId))
-            case .unavailable:
-                completion(self.storeUnavailable(AppCheckOutcome(status: .verified, outcome: .verified, appId: appId,
-                                                                 tokenSHA256: fingerprint)))
-            }
-        }
+        // The memory store answers at once: no closure is made for it (one allocation and its captures per request).
         if let result = replay.consumeNow(key: ReplayKey(words: key.words), expiresAt: proof.rememberUntil, issuedAt: issuedAt,
                                           now: now) {
-            return decide(result)
+            return decideProof(result, route: route, fingerprint: fingerprint, appId: appId, completion: completion,
+                               next: next)
         }
-        replay.consume(key: key.bytes, expiresAt: proof.rememberUntil, issuedAt: issuedAt, completion: decide)
+        replay.consume(key: key.bytes, expiresAt: proof.rememberUntil, issuedAt: issuedAt) { [weak self] result in
+            self?.decideProof(result, route: route, fingerprint: fingerprint, appId: appId, completion: completion,
+                              next: next)
+        }
+    }
+
+    /// What the replay store's answer on a proof's `jti` decides: `next` (step 8) when consumed, `dpop_reused`, or
+    /// `503 replay_store_unavailable`.
+    private func decideProof(_ result: ReplayResult, route: StepRoute, fingerprint: String?, appId: String,
+                             completion: (consuming AppCheckDecision) -> Void, next: () -> Void) {
+        switch result {
+        case .consumed: next()
+        case .reused:
+            completion(refuseProof(route, "dpop_reused", rule: nil, fingerprint: fingerprint, appId: appId))
+        case .unavailable:
+            completion(storeUnavailable(AppCheckOutcome(status: .verified, outcome: .verified, appId: appId,
+                                                        tokenSHA256: fingerprint)))
+        }
     }
 
     /// A DPoP refusal: `401 app_check_token_invalid` with `WWW-Authenticate: DPoP error="invalid_dpop_proof"` (RFC 9449
