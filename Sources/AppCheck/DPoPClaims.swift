@@ -104,9 +104,6 @@ extension StrictJSON.Parser {
         var count = 0
         var texts: [String] = []
         var seen: Set<String>? = nil
-        func text(_ start: Int, _ end: Int, _ index: Int) -> String {
-            index >= 0 ? texts[index] : String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-        }
         while true {
             skipWhitespace()
             guard peek == UInt8(ascii: "\"") else { throw fail(.syntax) }
@@ -127,36 +124,8 @@ extension StrictJSON.Parser {
                 texts.append(unescaped)
                 slot = unescaped.withUTF8 { DPoPClaims.slot($0) }
             }
-            if count < Self.dpopLinearNames {
-                for k in 0..<count {
-                    let otherStart = names[4 * k], otherEnd = names[4 * k + 1], otherText = names[4 * k + 2]
-                    let same: Bool
-                    if otherText < 0 && index < 0 {
-                        let length = end - start
-                        if length != otherEnd - otherStart {
-                            same = false
-                        } else if length <= 8 {
-                            same = UInt64(bitPattern: Int64(names[4 * k + 3])) == packed
-                        } else {
-                            same = memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, length) == 0
-                        }
-                    } else {
-                        same = text(otherStart, otherEnd, otherText) == text(start, end, index)
-                    }
-                    if same { throw StrictJSON.ParseError(kind: .duplicateKey, offset: nameOffset) }
-                }
-                names[4 * count] = start
-                names[4 * count + 1] = end
-                names[4 * count + 2] = index
-                names[4 * count + 3] = Int(Int64(bitPattern: packed))
-            } else {
-                if seen == nil {
-                    seen = Set((0..<count).map { k in text(names[4 * k], names[4 * k + 1], names[4 * k + 2]) })
-                }
-                if !seen!.insert(text(start, end, index)).inserted {
-                    throw StrictJSON.ParseError(kind: .duplicateKey, offset: nameOffset)
-                }
-            }
+            try recordMemberName(start: start, end: end, index: index, packed: packed, count: count,
+                                 linear: Self.dpopLinearNames, names: names, texts: texts, seen: &seen, offset: nameOffset)
             count += 1
             skipWhitespace()
             guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }

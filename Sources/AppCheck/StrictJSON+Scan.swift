@@ -221,6 +221,53 @@ extension StrictJSON {
 }
 
 extension StrictJSON.Parser {
+    /// The duplicate check of the scanning parsers (`scanObject`, `scanDPoPClaims`): the member name at `start..<end`
+    /// (plain), or `texts[index]` (`index` ≥ 0: it had escapes), is the `count`th of its object; throws `duplicateKey`
+    /// at `offset` when an earlier one is the same, else records it. The first `linear` names are kept in `names`
+    /// (four words each: start, end, text index, and `packed`, the bytes of a plain name of at most 8) and compared
+    /// one by one: plain names of one length by their packed bytes or `memcmp`, any other pair as Strings (a
+    /// non-ASCII name may be canonically equivalent to an ASCII one). From there on every name goes into `seen`.
+    @inline(__always)
+    func recordMemberName(start: Int, end: Int, index: Int, packed: UInt64, count: Int, linear: Int,
+                          names: UnsafeMutablePointer<Int>, texts: [String], seen: inout Set<String>?,
+                          offset: Int) throws(StrictJSON.ParseError) {
+        func text(_ start: Int, _ end: Int, _ index: Int) -> String {
+            index >= 0 ? texts[index] : String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        }
+        guard count < linear else {
+            if seen == nil {
+                seen = Set((0..<count).map { k in text(names[4 * k], names[4 * k + 1], names[4 * k + 2]) })
+            }
+            if seen?.insert(text(start, end, index)).inserted != true {
+                throw StrictJSON.ParseError(kind: .duplicateKey, offset: offset)
+            }
+            return
+        }
+        for k in 0..<count {
+            let otherStart = names[4 * k], otherEnd = names[4 * k + 1], otherIndex = names[4 * k + 2]
+            let same: Bool
+            if otherIndex < 0 && index < 0 {
+                let length = end - start
+                if length != otherEnd - otherStart {
+                    same = false
+                } else if length <= 8 {
+                    same = UInt64(bitPattern: Int64(names[4 * k + 3])) == packed
+                } else {
+                    same = bytes.baseAddress.map { memcmp($0 + otherStart, $0 + start, length) == 0 } ?? true
+                }
+            } else {
+                same = text(otherStart, otherEnd, otherIndex) == text(start, end, index)
+            }
+            if same { throw StrictJSON.ParseError(kind: .duplicateKey, offset: offset) }
+        }
+        names[4 * count] = start
+        names[4 * count + 1] = end
+        names[4 * count + 2] = index
+        names[4 * count + 3] = Int(Int64(bitPattern: packed))
+    }
+}
+
+extension StrictJSON.Parser {
     /// Keys checked for duplicates by a linear scan (a token's objects are smaller); a `Set` after.
     static let linearKeys = 16
 
@@ -240,9 +287,6 @@ extension StrictJSON.Parser {
         var count = 0
         var texts: [String] = []
         var seen: Set<String>? = nil
-        func text(_ start: Int, _ end: Int, _ index: Int) -> String {
-            index >= 0 ? texts[index] : String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-        }
         // The object's start as the memo remembers it (`StringMemo.ObjectPrefix`): the leading members whose keys are
         // plain, short and chosen for the memo, up to the comma after the last of them. `extending` while every member
         // so far is such a one; `prefixSlots` are the slots they filled, `laterSlots` those the members after filled.
@@ -282,37 +326,8 @@ extension StrictJSON.Parser {
                 texts.append(unescaped)
                 short = JSONValue.ShortKey(unescaped)
             }
-            if count < Self.linearKeys {
-                for k in 0..<count {
-                    let otherStart = keys[4 * k], otherEnd = keys[4 * k + 1], otherIndex = keys[4 * k + 2]
-                    let same: Bool
-                    if otherIndex < 0 && index < 0 {
-                        let length = end - start
-                        if length != otherEnd - otherStart {
-                            same = false
-                        } else if let short {
-                            // Plain keys of up to 8 bytes (every claim name) compare as their packed bytes.
-                            same = UInt64(bitPattern: Int64(keys[4 * k + 3])) == short.bits
-                        } else {
-                            same = memcmp(bytes.baseAddress! + otherStart, bytes.baseAddress! + start, length) == 0
-                        }
-                    } else {
-                        same = text(otherStart, otherEnd, otherIndex) == text(start, end, index)
-                    }
-                    if same { throw StrictJSON.ParseError(kind: .duplicateKey, offset: keyOffset) }
-                }
-                keys[4 * count] = start
-                keys[4 * count + 1] = end
-                keys[4 * count + 2] = index
-                keys[4 * count + 3] = Int(Int64(bitPattern: short?.bits ?? 0))
-            } else {
-                if seen == nil {
-                    seen = Set((0..<count).map { k in text(keys[4 * k], keys[4 * k + 1], keys[4 * k + 2]) })
-                }
-                if !seen!.insert(text(start, end, index)).inserted {
-                    throw StrictJSON.ParseError(kind: .duplicateKey, offset: keyOffset)
-                }
-            }
+            try recordMemberName(start: start, end: end, index: index, packed: short?.bits ?? 0, count: count,
+                                 linear: Self.linearKeys, names: keys, texts: texts, seen: &seen, offset: keyOffset)
             count += 1
             skipWhitespace()
             guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }
