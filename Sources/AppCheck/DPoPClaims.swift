@@ -24,7 +24,7 @@ struct DPoPClaims {
                      maxBytes: Int) -> DPoPClaims? {
         guard payload.count <= maxBytes else { return nil }
         // The first names' records for the duplicate check live on the stack (four words a name).
-        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * StrictJSON.Parser.dpopLinearNames) { names in
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * StrictJSON.Parser.linearKeys) { names in
             var parser = StrictJSON.Parser(bytes: payload, maxDepth: maxDepth)
             var claims = DPoPClaims()
             do {
@@ -84,14 +84,11 @@ struct DPoPClaims {
 }
 
 extension StrictJSON.Parser {
-    /// Members whose names are checked for duplicates by a linear scan; a `Set` of their texts after.
-    static let dpopLinearNames = 16
-
     /// The top-level object of `DPoPClaims.scan` (depth 1, as `parseValue(depth: 0)` gives it), at its `{`, as
     /// `parseObject` reads it. Names are compared as `parseObject` compares them: two plain printable-ASCII names by
     /// their bytes (ASCII text has one canonical form, so that is `String` equality), any pair with another name as
     /// unescaped `String`s (a non-ASCII name may be canonically equivalent to an ASCII one: U+212A KELVIN SIGN and
-    /// "K"). `names` has room for `4 * dpopLinearNames` words: per name so far, its start and end in the input, -1
+    /// "K"). `names` has room for `4 * linearKeys` words: per name so far, its start and end in the input, -1
     /// for a plain name or the index of its unescaped text in `texts`, and a plain name's bytes packed
     /// (`JSONValue.ShortKey.bits`) when it has at most 8, which two such names of one length compare instead of
     /// calling `memcmp`.
@@ -125,7 +122,7 @@ extension StrictJSON.Parser {
                 slot = unescaped.withUTF8 { DPoPClaims.slot($0) }
             }
             try recordMemberName(start: start, end: end, index: index, packed: packed, count: count,
-                                 linear: Self.dpopLinearNames, names: names, texts: texts, seen: &seen, offset: nameOffset)
+                                 linear: Self.linearKeys, names: names, texts: texts, seen: &seen, offset: nameOffset)
             count += 1
             skipWhitespace()
             guard peek == UInt8(ascii: ":") else { throw fail(.syntax) }
