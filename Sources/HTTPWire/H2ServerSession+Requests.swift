@@ -32,29 +32,32 @@ extension H2ServerSession {
                 reject(stream)
                 return
             }
-            func setOnce(_ slot: inout Range<Int32>?) {
-                guard slot == nil else { reject(stream); return }
+            // False for a repeated one. (The stream is rejected after the slot's access ends: `reject` clears it.)
+            func setOnce(_ slot: inout Range<Int32>?) -> Bool {
+                guard slot == nil else { return false }
                 if pseudoBytes.capacity == 0 { pseudoBytes.reserveCapacity(256) }
                 let start = pseudoBytes.count
                 pseudoBytes.appendBytes(value)
                 slot = Int32(clamping: start)..<Int32(clamping: pseudoBytes.count)
+                return true
             }
-            switch name.count {
+            let stored = switch name.count {
             case 5 where HTTPSyntax.equalsLowercased(name, ":path"): setOnce(&stream.path)
             case 7 where HTTPSyntax.equalsLowercased(name, ":method"): setOnce(&stream.method)
             case 7 where HTTPSyntax.equalsLowercased(name, ":scheme"): setOnce(&stream.scheme)
             case 10 where HTTPSyntax.equalsLowercased(name, ":authority"): setOnce(&stream.authority)
-            default:
-                reject(stream) // :protocol (extended CONNECT is not enabled) or unknown
+            default: false // :protocol (extended CONNECT is not enabled) or unknown
             }
+            if !stored { reject(stream) }
             return
         }
-        // nghttp2 already validated; re-check what must never reach an HTTP/1.1 upstream. The value's bytes are not
-        // scanned again: nghttp2 refuses exactly the bytes `HTTPSyntax.isFieldValueByte` refuses before this
-        // callback runs (the stream is reset; `everyControlByteInAValueResetsTheStream` holds it to that), and the
-        // scan was 2,000 instructions per request for an App Check token.
+        // RFC 9113 §8.2.1: a name of lower-case token characters; a value of field-value bytes (RFC 9110 §5.5: no
+        // CR, LF, NUL nor other control byte but HTAB) with no leading or trailing whitespace. These are the session's
+        // own checks (nghttp2's HTTP messaging is off, see `init`): the word-at-a-time `isFieldValue` is about a fifth
+        // of nghttp2's byte-by-byte check on an App Check token.
         guard !name.isEmpty, name.allSatisfy({ HTTPSyntax.isTChar($0) && !($0 >= 0x41 && $0 <= 0x5A) }),
-              !HTTPSyntax.isWhitespace(value.first ?? 0x21), !HTTPSyntax.isWhitespace(value.last ?? 0x21) else {
+              !HTTPSyntax.isWhitespace(value.first ?? 0x21), !HTTPSyntax.isWhitespace(value.last ?? 0x21),
+              HTTPSyntax.isFieldValue(value) else {
             reject(stream)
             return
         }
@@ -74,11 +77,11 @@ extension H2ServerSession {
             return
         }
         if HTTPSyntax.equalsLowercased(name, "host") {
-            guard stream.hostValue == nil else { reject(stream); return }
+            guard stream.hostValue == nil, H2ServerSession.isAuthority(value) else { reject(stream); return }
             stream.hostValue = Array(value)
         } else if HTTPSyntax.equalsLowercased(name, "content-length") {
-            guard let n = H2ServerSession.parseContentLength(value),
-                  stream.contentLength == nil || stream.contentLength == n else {
+            // One `content-length` only, as nghttp2 held it (a repeated one, even with the same value, is malformed).
+            guard let n = H2ServerSession.parseContentLength(value), stream.contentLength == nil else {
                 reject(stream)
                 return
             }
@@ -90,16 +93,22 @@ extension H2ServerSession {
     }
 
     /// A field of a request's trailer section (RFC 9113 §8.1): kept for `didReceiveTrailers` within the same header
-    /// limits as the head (counted apart); past them the trailers are dropped. nghttp2 has refused pseudo fields and
-    /// connection-specific ones already.
+    /// limits as the head (counted apart); past them the trailers are dropped. A malformed trailer section (a pseudo
+    /// field, an upper-case name, a connection-specific field, `te` other than `trailers`, RFC 9113 §8.1.1 and §8.2)
+    /// resets the stream; a field that is only not valid HTTP (another name or value byte) drops the trailers.
     func onTrailer(_ frame: nghttp2_frame, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
         guard let stream = streams[frame.hd.stream_id], stream.announced, !stream.rejected, !stream.exceeded,
               !stream.trailersDropped else { return }
+        if name.first == UInt8(ascii: ":") || name.contains(where: { $0 >= 0x41 && $0 <= 0x5A })
+            || HTTPHeaderName.isConnectionSpecific(name)
+            || (name.count == 2 && HTTPSyntax.equalsLowercased(name, "te") && !HTTPSyntax.equalsLowercased(value, "trailers")) {
+            reject(stream)
+            return
+        }
         stream.trailerBytes += name.count + value.count + 4
         guard stream.trailerBytes <= limits.maxHeaderListBytes, stream.trailerFields.count < limits.maxHeaders,
-              !name.isEmpty, name.first != UInt8(ascii: ":"),
-              name.allSatisfy({ HTTPSyntax.isTChar($0) && !($0 >= 0x41 && $0 <= 0x5A) }),
-              HTTPSyntax.isFieldValue(value), !HTTPHeaderName.isConnectionSpecific(name) else {
+              !name.isEmpty, name.allSatisfy(HTTPSyntax.isTChar), HTTPSyntax.isFieldValue(value),
+              !HTTPSyntax.isWhitespace(value.first ?? 0x21), !HTTPSyntax.isWhitespace(value.last ?? 0x21) else {
             stream.trailersDropped = true
             stream.trailerBlock = []
             stream.trailerFields = []
@@ -116,6 +125,30 @@ extension H2ServerSession {
         stream.trailerFields.append(HTTPHeaderField(
             nameStart: Int32(clamping: nameStart), nameEnd: Int32(clamping: nameEnd),
             valueStart: Int32(clamping: valueStart), valueEnd: Int32(clamping: valueEnd)))
+    }
+
+    /// A URI scheme (RFC 3986 §3.1): a letter, then letters, digits, `+`, `-` and `.`.
+    static func isScheme(_ value: UnsafeRawBufferPointer) -> Bool {
+        guard let first = value.first, (first | 0x20) >= 0x61, (first | 0x20) <= 0x7A else { return false }
+        return value.allSatisfy { byte in
+            let letter = (byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x7A
+            return letter || (byte >= 0x30 && byte <= 0x39) || byte == 0x2B || byte == 0x2D || byte == 0x2E
+        }
+    }
+
+    /// Bytes an `:authority` or `host` may hold (RFC 3986 §3.2: unreserved, sub-delims but `*`, `%`, `:`, `@`, `[`,
+    /// `]`), the set nghttp2's HTTP messaging held them to. Userinfo (`@`) is refused apart, for `:authority`.
+    static func isAuthority(_ value: UnsafeRawBufferPointer) -> Bool {
+        value.allSatisfy { byte in
+            switch byte {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"),
+                 UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+                 UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: "%"),
+                 UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "["), UInt8(ascii: "]"): true
+            default: false
+            }
+        }
     }
 
     static func parseContentLength(_ value: UnsafeRawBufferPointer) -> Int64? {
@@ -139,7 +172,10 @@ extension H2ServerSession {
             if endStream { stream.remoteEnded = true }
             if frame.headers.cat == NGHTTP2_HCAT_REQUEST {
                 finishRequest(stream, endStream: endStream)
-            } else if endStream, stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil {
+            } else if !endStream {
+                // A trailer section ends the stream (RFC 9113 §8.1); HEADERS in the middle of a body is malformed.
+                reject(stream)
+            } else if stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil, bodyLengthHolds(stream) {
                 if let trailers = stream.takeRequestTrailers() { delegate?.h2(self, didReceiveTrailers: id, trailers) }
                 delegate?.h2(self, didEndStream: id)
             }
@@ -147,7 +183,7 @@ extension H2ServerSession {
             guard let stream = streams[id] else { return }
             if endStream {
                 stream.remoteEnded = true
-                if stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil {
+                if stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil, bodyLengthHolds(stream) {
                     delegate?.h2(self, didEndStream: id)
                 }
             }
@@ -174,6 +210,14 @@ extension H2ServerSession {
         default:
             break
         }
+    }
+
+    /// At the end of a request body: whether the DATA received matches `content-length` (RFC 9113 §8.1.1); when it
+    /// does not, the stream is reset (PROTOCOL_ERROR) and the delegate learns it by `didResetStream`.
+    private func bodyLengthHolds(_ stream: H2Stream) -> Bool {
+        guard let expected = stream.contentLength, stream.receivedBodyBytes != expected else { return true }
+        reject(stream)
+        return false
     }
 
     func finishRequest(_ stream: H2Stream, endStream: Bool) {
@@ -207,7 +251,16 @@ extension H2ServerSession {
             reject(stream, .refusedStream)
             return nil
         }
-        guard let pathRange = stream.path, !pathRange.isEmpty, stream.scheme != nil else { reject(stream); return nil }
+        guard let pathRange = stream.path, !pathRange.isEmpty, let schemeRange = stream.scheme,
+              H2ServerSession.isScheme(bytes(schemeRange)) else {
+            reject(stream)
+            return nil
+        }
+        // A request whose HEADERS end the stream has no body: a `content-length` other than 0 is malformed.
+        if endStream, let expected = stream.contentLength, expected != 0 {
+            reject(stream)
+            return nil
+        }
         let path = bytes(pathRange)
         guard path.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }),
               path[0] == UInt8(ascii: "/") || (path.count == 1 && path[0] == UInt8(ascii: "*") && method == "OPTIONS") else {
@@ -216,7 +269,10 @@ extension H2ServerSession {
         }
         let authority = stream.authority.map(bytes)
         if let authority {
-            guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else { reject(stream); return nil }
+            guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")), H2ServerSession.isAuthority(authority) else {
+                reject(stream)
+                return nil
+            }
             if let host = stream.hostValue {
                 guard host.count == authority.count,
                       zip(host, authority).allSatisfy({ HTTPSyntax.lowercased($0) == HTTPSyntax.lowercased($1) }) else {
@@ -253,6 +309,13 @@ extension H2ServerSession {
     func onData(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
         guard let stream = streams[id], stream.announced, !stream.exceeded, !stream.rejected, closeReason == nil else {
             if let session { nghttp2_session_consume(session, id, bytes.count) }
+            return
+        }
+        stream.receivedBodyBytes += Int64(bytes.count)
+        if let expected = stream.contentLength, stream.receivedBodyBytes > expected {
+            // More DATA than `content-length` (RFC 9113 §8.1.1): never forwarded.
+            if let session { nghttp2_session_consume(session, id, bytes.count) }
+            reject(stream)
             return
         }
         stream.unconsumed += bytes.count

@@ -27,6 +27,8 @@ final class H2Stream: H2OutgoingBody {
     var remoteEnded = false
     /// Body bytes given to the delegate and not yet `consume`d.
     var unconsumed = 0
+    /// DATA payload bytes received on this stream, held against `contentLength` (RFC 9113 §8.1.1).
+    var receivedBodyBytes: Int64 = 0
     /// The request's trailer section being read (`H2ServerSession.onTrailer`).
     var trailerBlock: [UInt8] = []
     var trailerFields: [HTTPHeaderField] = []

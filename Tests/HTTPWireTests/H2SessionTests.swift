@@ -235,9 +235,79 @@ struct H2SessionTests {
         #expect(client.goAway == nil)
     }
 
-    /// `onHeader` does not scan values itself: it relies on nghttp2 refusing every byte outside field-value (RFC 9110
-    /// §5.5) before the callback. Every such byte, sent raw (no client library in between), resets its stream and
-    /// never becomes a head; obs-text and HTAB inside a value pass.
+    /// The checks nghttp2's HTTP messaging made before it was turned off, and that the session makes itself now
+    /// (RFC 9113 §8.1.1, §8.2, §8.3.1), each alone on an otherwise good request, next to a good one that still passes.
+    static let ownChecks: [(String, [(String, String)])] = [
+        ("scheme starting with a digit", [(":method", "GET"), (":scheme", "1http"), (":path", "/"), (":authority", "a")]),
+        ("scheme with a space", [(":method", "GET"), (":scheme", "ht tp"), (":path", "/"), (":authority", "a")]),
+        ("empty scheme", [(":method", "GET"), (":scheme", ""), (":path", "/"), (":authority", "a")]),
+        ("authority with a space", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a b")]),
+        ("authority with a brace", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a{b}")]),
+        ("host with a slash", [(":method", "GET"), (":scheme", "https"), (":path", "/"), ("host", "a/b")]),
+        ("empty method", [(":method", ""), (":scheme", "https"), (":path", "/"), (":authority", "a")]),
+        ("two equal content-lengths", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a"),
+                                       ("content-length", "0"), ("content-length", "0")]),
+        ("content-length on a request without a body", [(":method", "POST"), (":scheme", "https"), (":path", "/"),
+                                                         (":authority", "a"), ("content-length", "5")]),
+        ("DEL in a value", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a"), ("x", "a\u{7F}b")]),
+        ("trailing tab in a value", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a"), ("x", "a\t")]),
+    ]
+
+    @Test(arguments: ownChecks)
+    func ownRequestChecksAreStreamErrors(_ label: String, _ headers: [(String, String)]) {
+        let recorder = H2Recorder()
+        let server = H2ServerSession(delegate: recorder)
+        let client = H2TestClient()
+        let bad = client.request(headers)
+        let good = client.request([(":method", "GET"), (":scheme", "h2c+x.y-z"), (":path", "/"),
+                                   (":authority", "[::1]:8443"), ("host", "[::1]:8443"), ("content-length", "0"),
+                                   ("x", "a\tb \u{80}")])
+        pump(client, server)
+        #expect(recorder.heads[bad] == nil, "\(label)")
+        #expect(client.responses[bad]?.closeCode == H2ErrorCode.protocolError.rawValue, "\(label)")
+        #expect(recorder.heads[good] != nil, "\(label)")
+        #expect(client.goAway == nil)
+    }
+
+    /// A trailer section must end the stream and may hold no pseudo, upper-case or connection-specific field (RFC 9113
+    /// §8.1, §8.2.2): each resets the stream after the head was delivered; the delegate learns it as a reset and never
+    /// sees the end of the request. A trailer that is only not a valid field (a space in its name) drops the trailers.
+    static let trailerCases: [(String, UInt8, [UInt8], Bool)] = [
+        ("pseudo field", RawFrame.endStream, [0x84], true),
+        ("upper-case name", RawFrame.endStream, RawFrame.literal("X-Sum", "1"), true),
+        ("connection-specific field", RawFrame.endStream, RawFrame.literal("connection", "close"), true),
+        ("te other than trailers", RawFrame.endStream, RawFrame.literal("te", "gzip"), true),
+        ("no END_STREAM", 0, RawFrame.literal("x-sum", "1"), true),
+        ("a space in a name", RawFrame.endStream, RawFrame.literal("x sum", "1"), false),
+        ("good", RawFrame.endStream, RawFrame.literal("x-sum", "1"), false),
+    ]
+
+    @Test(arguments: trailerCases)
+    func malformedRequestTrailersResetTheStream(_ label: String, _ flags: UInt8, _ block: [UInt8], _ resets: Bool) {
+        let recorder = H2Recorder()
+        let server = H2ServerSession(delegate: recorder)
+        var input = RawFrame.clientStart
+        input += RawFrame.make(RawFrame.headers, flags: RawFrame.endHeaders, stream: 1, RawFrame.getBlock)
+        input += RawFrame.make(RawFrame.data, stream: 1, Array("body".utf8))
+        input += RawFrame.make(RawFrame.headers, flags: RawFrame.endHeaders | flags, stream: 1, block)
+        #expect(input.withUnsafeBytes { server.receive($0) } == .ok)
+        let rst = RawFrame.parse(drain(server)).first { $0.type == RawFrame.rstStream }
+        #expect(recorder.heads[1] != nil, "\(label)")
+        if resets {
+            #expect(rst?.stream == 1, "\(label)")
+            #expect(rst?.payload == RawFrame.uint32(H2ErrorCode.protocolError.rawValue), "\(label)")
+            #expect(recorder.resets[1] == .protocolError, "\(label)")
+            #expect(!recorder.ended.contains(1), "\(label)")
+        } else {
+            #expect(rst == nil, "\(label)")
+            #expect(recorder.ended.contains(1), "\(label)")
+            #expect(recorder.requestTrailers[1]?.firstValue(forLowercased: "x-sum") == (label == "good" ? "1" : nil), "\(label)")
+        }
+    }
+
+    /// `onHeader` scans values itself (nghttp2's HTTP messaging is off). Every byte outside field-value (RFC 9110
+    /// §5.5), sent raw (no client library in between), resets its stream and never becomes a head; obs-text and HTAB
+    /// inside a value pass.
     @Test(arguments: Array(0...255))
     func everyControlByteInAValueResetsTheStream(byte: Int) {
         let b = UInt8(byte)
