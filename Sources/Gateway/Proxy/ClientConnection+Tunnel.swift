@@ -21,6 +21,7 @@ extension ClientConnection {
         requestId.append(to: outBuf)
         outBuf.append(static: "\r\n\r\n")
         exchange = nil
+        dropParserStorage()
         timeouts.closed()
         machine.tunnelOpened(TunnelHandle(relay))
     }

@@ -8,6 +8,7 @@ import Glibc
 extension UpstreamConnection {
     func enterTunnel(_ relay: TunnelRelay) {
         client = nil
+        dropParserStorage()
         disarmForTunnel()
         machine.tunnelOpened(TunnelHandle(relay))
     }

@@ -67,6 +67,10 @@ final class UpstreamConnection: EventHandler {
         timer.action = { [unowned self] in self.timerFired() }
     }
 
+    /// A tunnel reads no more response heads: a new parser lets the old one's reused head storage (the `101`'s
+    /// bytes and field ranges) go.
+    func dropParserStorage() { parser = HTTPResponseHeadParser(limits: parser.limits) }
+
     /// True when an idle connection can take a new request.
     var isUsable: Bool { machine.isIdle && inBuf.isEmpty }
 
