@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 
 const int CSystemShims_EPOLL_CTL_ADD = EPOLL_CTL_ADD;
 const int CSystemShims_EPOLL_CTL_MOD = EPOLL_CTL_MOD;
@@ -32,9 +33,15 @@ int CSystemShims_epoll_wait(int epfd, int32_t *fds, uint32_t *events, int max, i
     struct epoll_event evs[256];
     if (max > 256) max = 256;
     int n;
-    do { n = epoll_wait(epfd, evs, max, timeout_ms); } while (n < 0 && errno == EINTR);
+    do { n = (int)syscall(SYS_epoll_wait, epfd, evs, max, timeout_ms); } while (n < 0 && errno == EINTR);
     for (int i = 0; i < n; i++) { fds[i] = evs[i].data.fd; events[i] = evs[i].events; }
     return n;
+}
+
+ssize_t CSystemShims_read(int fd, void *buf, size_t count) { return syscall(SYS_read, fd, buf, count); }
+
+ssize_t CSystemShims_send(int fd, const void *buf, size_t count, int flags) {
+    return syscall(SYS_sendto, fd, buf, count, flags, NULL, 0);
 }
 
 int CSystemShims_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

@@ -10,7 +10,7 @@ public enum Socket {
         buffer.reserve(max)
         let w = buffer.writable
         while true {
-            let n = Glibc.read(fd, w.baseAddress, max)
+            let n = CSystemShims_read(fd, w.baseAddress, max)
             if n > 0 { buffer.didWrite(n); return .processed(n) }
             if n == 0 { return .eof }
             let e = errno
@@ -26,7 +26,7 @@ public enum Socket {
         var total = 0
         while !buffer.isEmpty {
             let r = buffer.readable
-            let n = Glibc.send(fd, r.baseAddress, r.count, Int32(MSG_NOSIGNAL))
+            let n = CSystemShims_send(fd, r.baseAddress, r.count, Int32(MSG_NOSIGNAL))
             if n > 0 { buffer.consume(n); total += n; continue }
             let e = errno
             if e == EINTR { continue }
