@@ -77,7 +77,7 @@ extension H2ServerSession {
             return
         }
         if HTTPSyntax.equalsLowercased(name, "host") {
-            guard stream.hostValue == nil, H2ServerSession.isAuthority(value) else { reject(stream); return }
+            guard stream.hostValue == nil, !value.isEmpty, H2ServerSession.isAuthority(value) else { reject(stream); return }
             stream.hostValue = Array(value)
         } else if HTTPSyntax.equalsLowercased(name, "content-length") {
             // One `content-length` only, as nghttp2 held it (a repeated one, even with the same value, is malformed).

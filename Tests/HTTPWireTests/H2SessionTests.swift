@@ -244,6 +244,7 @@ struct H2SessionTests {
         ("authority with a space", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a b")]),
         ("authority with a brace", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a{b}")]),
         ("host with a slash", [(":method", "GET"), (":scheme", "https"), (":path", "/"), ("host", "a/b")]),
+        ("empty host", [(":method", "GET"), (":scheme", "https"), (":path", "/"), ("host", "")]),
         ("empty method", [(":method", ""), (":scheme", "https"), (":path", "/"), (":authority", "a")]),
         ("two equal content-lengths", [(":method", "GET"), (":scheme", "https"), (":path", "/"), (":authority", "a"),
                                        ("content-length", "0"), ("content-length", "0")]),
