@@ -78,6 +78,24 @@ public struct H2HeaderList {
         spans.append((nameStart, name.count, valueStart, upper - lower, flags))
     }
 
+    /// `add` for a field its parser already checked: what an upstream's response head or trailers hold, from
+    /// `HTTPResponseHeadParser` and the chunked decoder (`FieldLine.validate`: the name a token, the value of field-value
+    /// bytes, OWS-trimmed) or from `H2ClientSession` (nghttp2's checks and its own: a lower-case token, a field value
+    /// without OWS around it, nothing connection-specific), with the hop-by-hop fields and those `Connection` names
+    /// already removed by the caller's filter. Only the name is lower-cased: `add` checked every field a second time
+    /// (value bytes, name bytes, connection-specific names, OWS), ~100 instructions a field of every proxied response
+    /// over HTTP/2. A field breaking those preconditions is sent as it is (nghttp2 still frames it safely).
+    public mutating func addChecked(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        let nameStart = storage.count
+        storage.appendBytes(name)
+        storage.withUnsafeMutableBufferPointer { bytes in
+            for i in nameStart..<bytes.count { bytes[i] = HTTPSyntax.lowercased(bytes[i]) }
+        }
+        let valueStart = storage.count
+        storage.appendBytes(value)
+        spans.append((nameStart, name.count, valueStart, value.count, UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+    }
+
     /// `add` for strings (names and values the gateway makes itself).
     public mutating func add(_ name: String, _ value: String) {
         var name = name
