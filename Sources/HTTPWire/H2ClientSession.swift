@@ -217,6 +217,16 @@ public final class H2ClientSession {
         }
     }
 
+    /// Opens a stream with a request head written as HTTP/2 field records (`H2RequestFields`: the gateway's writer for
+    /// an `h2` upstream), as `submitRequest(_:scheme:defaultAuthority:)` does for one written as HTTP/1.1.
+    public func submitRequest(_ head: H2RequestFields, scheme: String, defaultAuthority: @autoclosure () -> String) -> Int32? {
+        guard let session, closeReason == nil, !goAwayReceived,
+              nghttp2_session_get_next_stream_id(session) < UInt32(Int32.max - 2) else { return nil }
+        return head.withNV(scheme: scheme, defaultAuthority: defaultAuthority) {
+            submit(session, $0, endStream: head.endStream)
+        }
+    }
+
     private func submit(_ session: OpaquePointer, _ nva: UnsafeBufferPointer<nghttp2_nv>, endStream: Bool) -> Int32? {
         let id: Int32
         if endStream {

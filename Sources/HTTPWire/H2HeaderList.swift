@@ -78,6 +78,24 @@ public struct H2HeaderList {
         spans.append((nameStart, name.count, valueStart, upper - lower, flags))
     }
 
+    /// `add` for a field its parser already checked: what an upstream's response head or trailers hold, from
+    /// `HTTPResponseHeadParser` and the chunked decoder (`FieldLine.validate`: the name a token, the value of field-value
+    /// bytes, OWS-trimmed) or from `H2ClientSession` (nghttp2's checks and its own: a lower-case token, a field value
+    /// without OWS around it, nothing connection-specific), with the hop-by-hop fields and those `Connection` names
+    /// already removed by the caller's filter. Only the name is lower-cased: `add` checked every field a second time
+    /// (value bytes, name bytes, connection-specific names, OWS), ~100 instructions a field of every proxied response
+    /// over HTTP/2. A field breaking those preconditions is sent as it is (nghttp2 still frames it safely).
+    public mutating func addChecked(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        let nameStart = storage.count
+        storage.appendBytes(name)
+        storage.withUnsafeMutableBufferPointer { bytes in
+            for i in nameStart..<bytes.count { bytes[i] = HTTPSyntax.lowercased(bytes[i]) }
+        }
+        let valueStart = storage.count
+        storage.appendBytes(value)
+        spans.append((nameStart, name.count, valueStart, value.count, UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+    }
+
     /// `add` for strings (names and values the gateway makes itself).
     public mutating func add(_ name: String, _ value: String) {
         var name = name
@@ -125,6 +143,7 @@ public struct H2HeaderList {
     /// Calls `body` with the `pseudo` fields (names with their colon, in order) followed by the kept fields as
     /// `nghttp2_nv` (valid during the call): a request head, or trailers when `pseudo` is empty.
     func withNV<R>(pseudo: [(String, String)], _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
+        if pseudo.isEmpty { return withFieldsNV(body) }
         var bytes: [UInt8] = []
         var ranges: [(Int, Int, Int, Int, UInt8)] = []
         for (name, value) in pseudo {
@@ -153,6 +172,30 @@ public struct H2HeaderList {
                 nva.append(nghttp2_nv(name: base + r.0, value: base + r.2, namelen: r.1, valuelen: r.3, flags: r.4))
             }
             return nva.withUnsafeBufferPointer(body)
+        }
+    }
+
+    /// `withNV(pseudo:)` without pseudo fields (trailers): the fields in `storage` as they are, the array on the stack.
+    /// Copying the storage behind an empty prefix and building the array on the heap cost ~2,200 instructions per
+    /// gRPC response's trailers.
+    private func withFieldsNV<R>(_ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
+        let tokens = connectionTokens
+        return storage.withUnsafeBufferPointer { raw in
+            guard let start = raw.baseAddress, !spans.isEmpty else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+            let base = UnsafeMutablePointer(mutating: start)
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: spans.count) { nva in
+                var count = 0
+                for span in spans {
+                    if !tokens.isEmpty {
+                        let name = UnsafeBufferPointer(start: base + span.name, count: span.nameLength)
+                        if tokens.contains(where: { $0.elementsEqual(name) }) { continue }
+                    }
+                    nva[count] = nghttp2_nv(name: base + span.name, value: base + span.value, namelen: span.nameLength,
+                                            valuelen: span.valueLength, flags: span.flags)
+                    count += 1
+                }
+                return body(UnsafeBufferPointer(start: count > 0 ? nva.baseAddress : nil, count: count))
+            }
         }
     }
 

@@ -6,21 +6,42 @@ import HTTPWire
 /// `authorization`, `proxy-authorization`, `cookie`, `set-cookie`, `expect`, `cache-control`, `x-request-id`, the
 /// App Check token and anything `X-AppCheck-*`, names with `_`, and pseudo fields.
 public enum TrailerFilter {
-    private static let forbidden: [String] = [
-        "content-length", "transfer-encoding", "content-type", "content-encoding", "content-range", "host", "trailer",
-        "authorization", "proxy-authorization", "cookie", "set-cookie", "expect", "cache-control", "x-request-id",
-        "x-firebase-appcheck", "dpop", "connection", "keep-alive", "proxy-connection", "upgrade", "te",
-    ]
-
     /// Whether a trailer field of this name is passed on.
     public static func allows(_ name: UnsafeRawBufferPointer) -> Bool {
         guard !name.isEmpty, name.first != UInt8(ascii: ":"), !name.contains(UInt8(ascii: "_")) else { return false }
-        if HTTPHeaderName.isHopByHop(name) { return false }
         if name.count >= 11, HTTPSyntax.equalsLowercased(UnsafeRawBufferPointer(rebasing: name[0..<11]), "x-appcheck-") {
             return false
         }
-        for f in forbidden where HTTPSyntax.equalsLowercased(name, string: f) { return false }
-        return true
+        return !isForbidden(name)
+    }
+
+    /// The names listed above (the hop-by-hop ones of RFC 9110 §7.6.1 among them), by length first and compared with
+    /// literals in place: a loop over two lists of `String`s cost ~2,800 instructions per gRPC response (30
+    /// comparisons through each string's UTF-8 view for its one `grpc-status` trailer).
+    @inline(__always)
+    static func isForbidden(_ name: UnsafeRawBufferPointer) -> Bool {
+        switch name.count {
+        case 2: return HTTPSyntax.equalsLowercased(name, "te")
+        case 4: return HTTPSyntax.equalsLowercased(name, "host") || HTTPSyntax.equalsLowercased(name, "dpop")
+        case 6: return HTTPSyntax.equalsLowercased(name, "cookie") || HTTPSyntax.equalsLowercased(name, "expect")
+        case 7: return HTTPSyntax.equalsLowercased(name, "upgrade") || HTTPSyntax.equalsLowercased(name, "trailer")
+        case 10:
+            return HTTPSyntax.equalsLowercased(name, "connection") || HTTPSyntax.equalsLowercased(name, "keep-alive")
+                || HTTPSyntax.equalsLowercased(name, "set-cookie")
+        case 12: return HTTPSyntax.equalsLowercased(name, "content-type") || HTTPSyntax.equalsLowercased(name, "x-request-id")
+        case 13:
+            return HTTPSyntax.equalsLowercased(name, "content-range") || HTTPSyntax.equalsLowercased(name, "authorization")
+                || HTTPSyntax.equalsLowercased(name, "cache-control")
+        case 14: return HTTPSyntax.equalsLowercased(name, "content-length")
+        case 16:
+            return HTTPSyntax.equalsLowercased(name, "proxy-connection") || HTTPSyntax.equalsLowercased(name, "content-encoding")
+        case 17: return HTTPSyntax.equalsLowercased(name, "transfer-encoding")
+        case 18: return HTTPSyntax.equalsLowercased(name, "proxy-authenticate")
+        case 19:
+            return HTTPSyntax.equalsLowercasedByWords(name, "proxy-authorization")
+                || HTTPSyntax.equalsLowercasedByWords(name, "x-firebase-appcheck")
+        default: return false
+        }
     }
 
     /// Whether a `TE` value lists `trailers` (RFC 9110 §10.1.4; parameters after `;` ignored).

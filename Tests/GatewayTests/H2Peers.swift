@@ -7,7 +7,8 @@ enum H2Peers {
 # with ALPN when a certificate is given. One thread per connection; every event is logged as one JSON line.
 #   h2_upstream.py PORT_FILE LOG_FILE OPTIONS_JSON
 # OPTIONS: max_streams, window (initial stream window; 0 = never grants any), goaway_after (requests per connection,
-# then GOAWAY naming the last one, open streams finish, the connection closes), cert/key/alpn (TLS).
+# then GOAWAY naming the last one, open streams finish, the connection closes), refuse_first (the first N requests, over
+# all connections, are answered RST_STREAM(REFUSED_STREAM) and logged as "refused" with their headers), cert/key/alpn (TLS).
 # Paths: /echo (the body back; ?trailers=1 adds response trailers), /trickle (three parts 1.5 s apart), /hold?n=N (answered once N /hold requests are
 # open at once, across connections), /wait (never answered), /reset (RST_STREAM), /bigheader (a 100 KB field).
 import json, os, socket, ssl, sys, threading, time
@@ -17,6 +18,7 @@ port_file, log_file, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 log_lock = threading.Lock()
 hold_lock = threading.Condition()
 held = []  # (conn, stream_id)
+refuse_left = [options.get("refuse_first", 0)]
 
 def log(**event):
     with log_lock:
@@ -142,6 +144,13 @@ class Conn:
                     if isinstance(e, h2.events.RequestReceived):
                         if self.goaway_sent and e.stream_id > self.last_stream:
                             log(event="ignored", conn=self.id, stream=e.stream_id)
+                            continue
+                        if refuse_left[0] > 0:
+                            refuse_left[0] -= 1
+                            log(event="refused", conn=self.id, stream=e.stream_id, headers=[list(x) for x in e.headers])
+                            with self.lock:
+                                self.h2.reset_stream(e.stream_id, error_code=7)
+                                self.flush()
                             continue
                         self.streams[e.stream_id] = {"headers": [list(x) for x in e.headers], "body": b"",
                                                      "trailers": []}

@@ -88,6 +88,39 @@ import TestSupport
         #expect(try !up.events("ignored").isEmpty, "some streams were past a GOAWAY's last stream")
     }
 
+    /// A stream the upstream refuses (RST_STREAM(REFUSED_STREAM), RFC 9113 §8.7: not processed) is sent again, unseen
+    /// by the client: the head kept from the first submission (`H2RequestFields`) goes out the same, field for field,
+    /// `x-request-id` included, and the answer is the second stream's.
+    @Test func aRefusedStreamIsSentAgainWithTheSameHead() throws {
+        let up = try Upstream(["refuse_first": 1])
+        defer { up.stop() }
+        let h = try H2UpstreamTests.harness(up)
+        defer { h.stop() }
+        let r = try RawHTTPClient.roundTrip(port: h.port, """
+            GET /echo?refused=1 HTTP/1.1\r
+            Host: refused.example\r
+            X-Kept: yes\r
+            Connection: X-Gone\r
+            X-Gone: no\r
+            \r
+
+            """)
+        #expect(r.status == 200)
+        let refused = try up.events("refused")
+        let served = try up.waitFor("request")
+        #expect(refused.count == 1)
+        #expect(served.count == 1)
+        let first = try #require(refused.first?["headers"] as? [[String]])
+        let second = try #require(served.first?["headers"] as? [[String]])
+        #expect(first == second)
+        #expect(first.first == [":method", "GET"])
+        #expect(first.contains([":authority", "refused.example"]))
+        #expect(first.contains([":path", "/echo?refused=1"]))
+        #expect(first.contains(["x-kept", "yes"]))
+        #expect(!first.contains { $0.first == "x-gone" || $0.first == "connection" || $0.first == "host" })
+        #expect(first.contains { $0.first == "x-request-id" })
+    }
+
     /// An upstream that never grants any window (`SETTINGS_INITIAL_WINDOW_SIZE` 0): a 4 MB upload is held at the
     /// client (never buffered whole), the answer is 504 once `response_timeout` passes, and the upstream stream is reset.
     /// (An HTTP/1.1 client: curl 7.88 over HTTP/2 reports the RST_STREAM(NO_ERROR) after the complete answer as an

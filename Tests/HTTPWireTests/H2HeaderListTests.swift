@@ -32,6 +32,23 @@ import Testing
         #expect(Self.fields(list) == ["content-type: text/plain", "x-request-id: r1"])
     }
 
+    /// `addChecked` (fields their parser checked) lower-cases the name and keeps the value as it is, in order with the
+    /// fields `add` kept.
+    @Test func addCheckedLowerCasesTheNameOnly() {
+        var list = H2HeaderList(capacity: 64)
+        func checked(_ name: String, _ value: String) {
+            var name = name, value = value
+            name.withUTF8 { n in value.withUTF8 { v in list.addChecked(UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)) } }
+        }
+        checked("Content-Type", "application/grpc")
+        list.add("X-Added", " by add ")
+        checked("grpc-status", "0")
+        checked("X-MIXED-Case-Name", "Value, With Case")
+        checked("x-empty", "")
+        #expect(Self.fields(list) == ["content-type: application/grpc", "x-added: by add", "grpc-status: 0",
+                                      "x-mixed-case-name: Value, With Case", "x-empty: "])
+    }
+
     /// A name refused after it was copied leaves nothing behind: the next field starts where it would have.
     @Test func aRefusedNameLeavesNoBytes() {
         var list = H2HeaderList(capacity: 64)

@@ -273,12 +273,36 @@ package final class Exchange: UpstreamOwner {
         perform(machine.appCheckPassed())
     }
 
+    /// What `writeRequestHead` wrote into the loop's head buffer.
+    enum WrittenHead {
+        /// A value would carry CR, LF or NUL: nothing may be sent.
+        case unsafe
+        /// HTTP/1.1 text.
+        case http1
+        /// HTTP/2 field records (`H2RequestFields`), for an `h2` upstream's stream.
+        case h2(H2RequestHeadSink.Draft)
+    }
+
     /// Writes the upstream request head into the loop's head buffer (`LoopEnvironment.requestHeadBuffer`), which
-    /// `connectUpstream` sends at once. False when a value would carry CR, LF or NUL.
+    /// `connectUpstream` sends at once: as HTTP/2 field records when the pool's channel will be an HTTP/2 stream (an
+    /// `h2` upstream, no WebSocket handshake: `writeH2RequestHead`), else as HTTP/1.1 text.
     private func writeRequestHead(_ head: HTTPRequestHead, route: CompiledRoute, pool: UpstreamPool,
-                                  responder: ExchangeResponder) -> Bool {
+                                  responder: ExchangeResponder) -> WrittenHead {
         let out = context.buffers.requestHead
         out.clear()
+        var upgrade = false
+        if case .requested = tunnel { upgrade = true }
+        if pool.h2 != nil && !upgrade { return writeH2RequestHead(head, route: route, pool: pool, responder: responder, into: out) }
+        let safe = writeHTTP1RequestHead(head, route: route, pool: pool, responder: responder, into: out)
+        if upgrade { Self.addUpgradeFields(out) }
+        return safe ? .http1 : .unsafe
+    }
+
+    /// `writeRequestHead` as HTTP/1.1 text; false when a value would carry CR, LF or NUL. (Each form has a function of
+    /// its own, so the text's path stays as it was before the HTTP/2 one was added.)
+    @inline(never)
+    private func writeHTTP1RequestHead(_ head: HTTPRequestHead, route: CompiledRoute, pool: UpstreamPool,
+                                       responder: ExchangeResponder, into out: IOBuffer) -> Bool {
         @inline(__always) func write(_ path: String, _ query: Substring?, _ absoluteHost: String?) -> Bool {
             RequestHeadWriter.write(
                 head: head, path: path, query: query, absoluteHost: absoluteHost,
@@ -286,17 +310,33 @@ package final class Exchange: UpstreamOwner {
                 appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
                 into: out)
         }
-        let safe: Bool
-        if let target { safe = write(target.path, target.query, target.absoluteHost) } else {
-            // Admitted with the head's own target (see `target`): what `RequestTarget.parse` gave is that string.
-            safe = write(head.target, nil, nil)
-        }
-        if case .requested = tunnel { Self.addUpgradeFields(out) }
-        return safe
+        if let target { return write(target.path, target.query, target.absoluteHost) }
+        // Admitted with the head's own target (see `target`): what `RequestTarget.parse` gave is that string.
+        return write(head.target, nil, nil)
     }
 
-    /// Sends the head in `LoopEnvironment.requestHeadBuffer` (written just before) on a pooled or new connection.
-    private func connectUpstream(_ pool: UpstreamPool) {
+    /// `writeRequestHead` as HTTP/2 field records for an HTTP/2 stream; `.unsafe` when a value would carry CR, LF or NUL.
+    @inline(never)
+    private func writeH2RequestHead(_ head: HTTPRequestHead, route: CompiledRoute, pool: UpstreamPool,
+                                    responder: ExchangeResponder, into out: IOBuffer) -> WrittenHead {
+        @inline(__always) func write(_ path: String, _ query: Substring?, _ absoluteHost: String?) -> H2RequestHeadSink.Draft? {
+            RequestHeadWriter.writeH2(
+                head: head, path: path, query: query, absoluteHost: absoluteHost,
+                route: route, upstream: pool.settings, requestId: id,
+                appCheck: appCheck, peerIP: responder.peerIP, trusted: responder.peerTrusted, scheme: responder.scheme,
+                limits: context.runtime.upstreamParserLimits, into: out)
+        }
+        let draft: H2RequestHeadSink.Draft?
+        if let target { draft = write(target.path, target.query, target.absoluteHost) } else {
+            draft = write(head.target, nil, nil)
+        }
+        guard let draft else { return .unsafe }
+        return .h2(draft)
+    }
+
+    /// Sends the head in `LoopEnvironment.requestHeadBuffer` (written just before, as `written` says) on a pooled or
+    /// new connection.
+    private func connectUpstream(_ pool: UpstreamPool, _ written: WrittenHead) {
         guard let heavy = pool.admitRequest(&upstreamSlot, of: responder,
                                             limit: context.runtime.maxUpstreamRequestsPerAddress) else {
             upstreamFailed(.addressBusy)
@@ -310,7 +350,7 @@ package final class Exchange: UpstreamOwner {
         case .success(let up):
             if let idle = route?.streamIdleTimeoutNS { up.streamIdleTimeout = idle }
             let out = context.buffers.requestHead
-            up.sendHead(out.readable)
+            if case .h2(let draft) = written { up.sendH2Head(out.readable, draft) } else { up.sendHead(out.readable) }
             out.clear()
             if !pendingBody.isEmpty {
                 let body = pendingBody
@@ -416,19 +456,21 @@ package final class Exchange: UpstreamOwner {
             guard let route, let responder else { preconditionFailure("Exchange: forwarded without a route or responder") }
             let pool = context.pools[route.upstreamIndex]
             self.pool = pool
-            guard writeRequestHead(head, route: route, pool: pool, responder: responder) else {
+            let written = writeRequestHead(head, route: route, pool: pool, responder: responder)
+            if case .unsafe = written {
                 respondError(status: 400, code: "bad_request", reason: "unsafe_header_value", close: true)
                 break
             }
             upstreamStart = context.loop.now
-            connectUpstream(pool)
+            connectUpstream(pool, written)
         case .retry(let head):
             guard let route, let pool, let responder else { preconditionFailure("Exchange: retried without an upstream") }
-            guard writeRequestHead(head, route: route, pool: pool, responder: responder) else {
+            let written = writeRequestHead(head, route: route, pool: pool, responder: responder)
+            if case .unsafe = written {
                 perform(machine.upstreamFailed(.staleConnection))
                 break
             }
-            connectUpstream(pool)
+            connectUpstream(pool, written)
         case .openTunnel(let up, let head):
             openTunnel(up, head: head)
         case .finishResponse(let requestComplete):

@@ -95,9 +95,11 @@ final class H2StreamExchange: ExchangeResponder {
             deadlines.streamStarted()
             if let t = bodyTimer { context.loop.cancel(t) }
         }
-        // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field.
+        // Straight from the upstream's header bytes into the HPACK input (lower-cased there): no String per field. Every
+        // field was checked where it was parsed (an HTTP/1.1 head by its parser, an HTTP/2 one by the client session),
+        // and the filter removes the hop-by-hop ones: `addChecked`.
         var list = connection.takeHeaderList(capacity: head.headers.bytes.count + 64)
-        ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.add(name, value) }
+        ResponseHeaderFilter.forEach(head, framing: framing) { name, value, _ in list.addChecked(name, value) }
         // A gRPC server's Trailers-Only answer (a head that ends the stream, `grpc-status` in it) stays one HEADERS
         // frame with END_STREAM: followed by an empty DATA frame, gRPC clients take its fields for initial metadata
         // and find no status. A head without `grpc-status` (an explicit `content-length: 0`, trailers to follow) is
@@ -124,9 +126,10 @@ final class H2StreamExchange: ExchangeResponder {
     func writeEnd(requestComplete: Bool, exchange ex: Exchange) {
         if let trailers = ex.responseTrailers {
             if ex.grpc != nil { ex.grpc?.status = GRPCCall.status(in: trailers) }
-            // A trailing HEADERS frame (SPEC §6.1): the fields `TrailerFilter` allows, lower-cased by the list.
+            // A trailing HEADERS frame (SPEC §6.1): the fields `TrailerFilter` allows, lower-cased by the list (checked
+            // where they were parsed, as the head's: `addChecked`).
             var list = H2HeaderList(capacity: 256)
-            TrailerFilter.forEachField(trailers) { name, value in list.add(name, value) }
+            TrailerFilter.forEachField(trailers) { name, value in list.addChecked(name, value) }
             connection.sendTrailers(streamID, list)
             connection.streamProgressed()
             return

@@ -72,10 +72,17 @@ final class H2UpstreamConnection: EventHandler, H2ClientSessionDelegate {
     func adopt() { perform(machine.handle(.streamOpened)) }
 
     /// Submits a stream's request head; false when the session takes no new stream (the stream then fails).
-    func submit(_ stream: H2UpstreamStream, _ head: H2ClientRequestHead) -> Bool {
+    func submit(_ stream: H2UpstreamStream, _ head: SubmittedHead) -> Bool {
         let settings = pool.settings
-        guard !machine.isClosed, let id = session.submitRequest(
-            head, scheme: settings.scheme, defaultAuthority: settings.authority) else { return false }
+        guard !machine.isClosed else { return false }
+        let submitted: Int32?
+        switch head {
+        case .fields(let fields):
+            submitted = session.submitRequest(fields, scheme: settings.scheme, defaultAuthority: settings.authority)
+        case .text(let text):
+            submitted = session.submitRequest(text, scheme: settings.scheme, defaultAuthority: settings.authority)
+        }
+        guard let id = submitted else { return false }
         stream.id = id
         streams[id] = stream
         scheduleFlush()

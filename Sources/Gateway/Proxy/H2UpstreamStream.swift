@@ -3,9 +3,10 @@ import EventLoop
 import HTTPWire
 
 /// One exchange's stream on an `H2UpstreamConnection`: the `UpstreamChannel` the exchange talks to when its upstream
-/// says `protocol: h2`. It turns the HTTP/1.1 request head the exchange wrote into an HTTP/2 one (`:authority` from
-/// `Host`, connection-specific fields dropped, `te: trailers` kept), hands the response head, body and trailers to the
-/// exchange (`UpstreamOwner`), and maps every way the stream can end onto the same `UpstreamFailure`s as HTTP/1.1.
+/// says `protocol: h2`. It submits the request head the exchange wrote as HTTP/2 field records (`H2RequestFields`;
+/// a head given as HTTP/1.1 text is translated: `:authority` from `Host`, connection-specific fields dropped,
+/// `te: trailers` kept), hands the response head, body and trailers to the exchange (`UpstreamOwner`), and maps every
+/// way the stream can end onto the same `UpstreamFailure`s as HTTP/1.1.
 ///
 /// Timeouts, as for HTTP/1.1: `response_timeout` until the response head and then between two reads of its body (the
 /// route's `stream_idle_timeout` instead once the head is in, when it sets one); request bytes going out push the bound
@@ -27,7 +28,7 @@ final class H2UpstreamStream: UpstreamChannel {
     /// The submitted head, kept until the response head arrives: a stream the server refused (REFUSED_STREAM, or past
     /// its GOAWAY's last stream id) was not processed and is sent again on another connection (RFC 9113 §8.7), at most
     /// `H2UpstreamStreamState.maxMoves` times, while no body byte was given to the session.
-    private var submitted: H2ClientRequestHead?
+    private var submitted: SubmittedHead?
     private var trailers: HTTPHeaders?
     private var timer: LoopTimer?
 
@@ -47,11 +48,26 @@ final class H2UpstreamStream: UpstreamChannel {
 
     func sendHead(_ bytes: UnsafeRawBufferPointer) {
         guard !machine.isDone else { return }
-        // The writer's own head, translated where it lies (no parse of it again, one copy: `H2ClientRequestHead`).
+        // A head written as HTTP/1.1 text, translated where it lies (one copy: `H2ClientRequestHead`).
         guard let head = H2ClientRequestHead(bytes, limits: context.runtime.upstreamParserLimits) else {
             perform(machine.handle(.fail(.badResponse)))
             return
         }
+        submit(.text(head))
+    }
+
+    /// The head the exchange wrote for this stream: its records copied once (`H2RequestFields`), kept for a
+    /// resubmission; refused as the text's parse refused a head over the upstream parser limits.
+    func sendH2Head(_ records: UnsafeRawBufferPointer, _ draft: H2RequestHeadSink.Draft) {
+        guard !machine.isDone else { return }
+        guard draft.fits else {
+            perform(machine.handle(.fail(.badResponse)))
+            return
+        }
+        submit(.fields(H2RequestFields(records: records, layout: draft.layout)))
+    }
+
+    private func submit(_ head: SubmittedHead) {
         submitted = head
         guard connection.submit(self, head) else {
             perform(machine.handle(.fail(.reset)))

@@ -11,6 +11,9 @@ import HTTPWire
 ///
 /// Defence in depth (docs/behaviour.md): whatever its source (client, claim, config), no CR, LF or NUL ever reaches the
 /// upstream inside the request line or a header value; `write` returns nil instead, and the caller answers 400.
+///
+/// The rules are stated once (`emit`) and framed by a `RequestHeadSink`: HTTP/1.1 text (`write`), or, for an `h2`
+/// upstream's stream, HTTP/2 field records (`writeH2`: the same fields as `H2ClientRequestHead` makes of the text).
 enum RequestHeadWriter {
     /// The head as a new array (tests and slow paths); nil when a value would carry CR, LF or NUL.
     package static func write(head: HTTPRequestHead, target: RequestTarget, route: CompiledRoute, upstream: UpstreamSettings,
@@ -32,24 +35,38 @@ enum RequestHeadWriter {
                       route: CompiledRoute,
                       upstream: UpstreamSettings, requestId: RequestID, appCheck: AppCheckOutcome, peerIP: String,
                       trusted: Bool, scheme: String, into out: IOBuffer) -> Bool {
+        var sink = HTTP1HeadSink(out)
+        emit(head: head, path: path, query: query, absoluteHost: absoluteHost, route: route, upstream: upstream,
+             requestId: requestId, appCheck: appCheck, peerIP: peerIP, trusted: trusted, scheme: scheme, into: &sink,
+             out: out)
+        return sink.safe
+    }
+
+    /// The same head for an `h2` upstream, as HTTP/2 field records (`H2RequestFields`) appended to `out`, which must be
+    /// empty: the same fields in the same order with the same values as `write`'s text, which `H2ClientRequestHead`
+    /// would make of it, without writing that text and parsing it back. Nil, as for `write`, when a value would carry
+    /// CR, LF or NUL; `limits` (the upstream parser limits) are applied to the size the text would have had.
+    static func writeH2(head: HTTPRequestHead, path: String, query: Substring?, absoluteHost: String?,
+                        route: CompiledRoute, upstream: UpstreamSettings, requestId: RequestID, appCheck: AppCheckOutcome,
+                        peerIP: String, trusted: Bool, scheme: String, limits: HTTPParserLimits,
+                        into out: IOBuffer) -> H2RequestHeadSink.Draft? {
+        var sink = H2RequestHeadSink()
+        emit(head: head, path: path, query: query, absoluteHost: absoluteHost, route: route, upstream: upstream,
+             requestId: requestId, appCheck: appCheck, peerIP: peerIP, trusted: trusted, scheme: scheme, into: &sink,
+             out: out)
+        return sink.safe ? sink.draft(limits: limits) : nil
+    }
+
+    /// The one statement of which fields go upstream, in which order and with which values; `sink` frames them as
+    /// HTTP/1.1 text or HTTP/2 records. Values go straight into `out`.
+    @inline(__always)
+    static func emit<Sink: RequestHeadSink>(head: HTTPRequestHead, path: String, query: Substring?, absoluteHost: String?,
+                                            route: CompiledRoute, upstream: UpstreamSettings, requestId: RequestID,
+                                            appCheck: AppCheckOutcome, peerIP: String, trusted: Bool, scheme: String,
+                                            into sink: inout Sink, out: IOBuffer) {
         precondition(out.readerIndex == 0, "RequestHeadWriter: the output buffer must start empty")
         out.reserve(head.headers.bytes.count + 512)
-        // Start of the current value: each value is scanned for CR/LF/NUL once written.
-        var mark = out.writerIndex
-        var safe = true
-        func checkValue() {
-            if safe && hasLineBreakOrNUL(out, from: mark) { safe = false }
-        }
-        out.append(head.method)
-        out.append(byte: UInt8(ascii: " "))
-        if !upstream.basePath.isEmpty { out.append(upstream.basePath) }
-        out.append(path)
-        if let q = query {
-            out.append(byte: UInt8(ascii: "?"))
-            out.append(q)
-        }
-        checkValue()
-        out.append(static: " HTTP/1.1\r\n")
+        sink.requestLine(method: head.method, basePath: upstream.basePath, path: path, query: query, out)
 
         var host: UnsafeRawBufferPointer?
         var clientForwardedFor: UnsafeRawBufferPointer?
@@ -69,21 +86,9 @@ enum RequestHeadWriter {
                 case .pass:
                     if !tokens.isEmpty && HeaderKind.isListed(name, in: tokens) { continue }
                     if name.contains(UInt8(ascii: "_")) { continue }
-                    out.append(name)
-                    out.append(static: ": ")
-                    mark = out.writerIndex
-                    out.append(value)
-                    checkValue()
-                    out.append(static: "\r\n")
+                    sink.field(name, value, out)
                 case .token, .dpop:
-                    if route.forwardToken {
-                        out.append(name)
-                        out.append(static: ": ")
-                        mark = out.writerIndex
-                        out.append(value)
-                        checkValue()
-                        out.append(static: "\r\n")
-                    }
+                    if route.forwardToken { sink.field(name, value, out) }
                 case .host:
                     if host == nil { host = value }
                 case .forwardedFor:
@@ -103,17 +108,15 @@ enum RequestHeadWriter {
                 }
             }
             // HTTP/1.1 requires Host (RFC 9112 §3.2); an HTTP/1.0 client may have sent none: name the upstream. An
-            // absolute-form target's authority wins over the field (RFC 9112 §3.2.2).
-            out.append(static: "Host: ")
-            mark = out.writerIndex
-            let hostStart = mark
+            // absolute-form target's authority wins over the field (RFC 9112 §3.2.2). (HTTP/2: `:authority`.)
+            sink.beginField(.host, out)
+            let hostStart = out.writerIndex
             if let absolute = absoluteHost { out.append(absolute) } else if let host { out.append(host) } else {
                 out.append(upstream.authority)
             }
             let hostEnd = out.writerIndex
-            checkValue()
-            out.append(static: "\r\nX-Forwarded-For: ")
-            mark = out.writerIndex
+            sink.endField(checked: false, out)
+            sink.beginField(.forwardedFor, out)
             if let xff = clientForwardedFor {
                 out.append(xff)
                 for more in moreForwardedFor {
@@ -123,54 +126,49 @@ enum RequestHeadWriter {
                 if !xff.isEmpty || !moreForwardedFor.isEmpty { out.append(static: ", ") }
             }
             out.append(peerIP)
-            checkValue()
-            out.append(static: "\r\nX-Forwarded-Proto: ")
-            mark = out.writerIndex
+            sink.endField(checked: false, out)
+            sink.beginField(.forwardedProto, out)
             if let clientProto { out.append(clientProto) } else { out.append(scheme) }
-            checkValue()
+            sink.endField(checked: false, out)
             if let clientHost {
-                out.append(static: "\r\nX-Forwarded-Host: ")
-                mark = out.writerIndex
+                sink.beginField(.forwardedHost, out)
                 out.append(clientHost)
-                checkValue()
+                sink.endField(checked: false, out)
             } else if absoluteHost != nil || host != nil {
-                // The same bytes as the Host line written above (already checked).
-                out.append(static: "\r\nX-Forwarded-Host: ")
+                // The same bytes as the Host value written above (already checked).
+                sink.beginField(.forwardedHost, out)
                 out.appendCopy(from: hostStart, to: hostEnd)
+                sink.endField(checked: true, out)
             }
         }
-        out.append(static: "\r\nX-Request-Id: ")
-        mark = out.writerIndex
+        sink.beginField(.requestId, out)
         requestId.append(to: out)
-        checkValue()
-        out.append(static: "\r\nX-AppCheck-Status: ")
-        mark = out.writerIndex
+        sink.endField(checked: false, out)
+        sink.beginField(.appCheckStatus, out)
         out.append(appCheck.status.name)
-        checkValue()
+        sink.endField(checked: false, out)
         if appCheck.status == .verified, let appId = appCheck.appId {
-            out.append(static: "\r\nX-AppCheck-App-Id: ")
-            mark = out.writerIndex
+            sink.beginField(.appCheckAppId, out)
             out.append(appId)
-            checkValue()
+            sink.endField(checked: false, out)
         }
         if route.enforcement == .monitor, appCheck.status != .verified, appCheck.status != .skipped,
            let reason = appCheck.reason {
-            out.append(static: "\r\nX-AppCheck-Reason: ")
-            mark = out.writerIndex
+            sink.beginField(.appCheckReason, out)
             out.append(reason)
-            checkValue()
+            sink.endField(checked: false, out)
         }
-        if teTrailers { out.append(static: "\r\nTE: trailers") }
+        if teTrailers { sink.constantField(.teTrailers, out) }
         switch head.framing {
         case .none: break
         case .contentLength(let n):
-            out.append(static: "\r\nContent-Length: ")
+            sink.beginField(.contentLength, out)
             out.appendDecimal(Int(n))
+            sink.endField(checked: true, out)
         case .chunked:
-            out.append(static: "\r\nTransfer-Encoding: chunked")
+            sink.constantField(.chunked, out)
         }
-        out.append(static: "\r\n\r\n")
-        return safe
+        sink.finish(framing: head.framing, out)
     }
 
     /// True when the written bytes of `out` from index `from` hold CR, LF or NUL: what could end a header line or a
