@@ -29,6 +29,13 @@ public final class MemoryReplayStore: ReplayStore {
         /// Min-heap of (expiresAt, key); an element is stale when the dictionary holds a later expiry.
         var heap: [(Double, Key)] = []
 
+        /// Room for `capacity` entries from the start: the first tokens after a start grow neither the table (a rehash
+        /// of every entry at each doubling) nor the heap.
+        init(capacity: Int) {
+            entries.reserveCapacity(capacity)
+            heap.reserveCapacity(capacity)
+        }
+
         /// Pops up to `limit` due heap elements, removing their entries when still current.
         mutating func prune(now: Double, limit: Int) {
             var n = 0
@@ -70,8 +77,13 @@ public final class MemoryReplayStore: ReplayStore {
 
     /// One lock per shard (a class box: `Mutex` is not copyable, so it cannot sit in an array directly).
     final class ShardLock: Sendable {
-        let mutex = Mutex(Shard())
+        let mutex: Mutex<Shard>
+
+        init(capacity: Int) { mutex = Mutex(Shard(capacity: capacity)) }
     }
+
+    /// Entries each shard has room for from the start (at most its bound): 64 × 128 × about 80 bytes, some 650 KB.
+    static let initialShardCapacity = 128
 
     private let shards: [ShardLock]
     private let perShardLimit: Int
@@ -89,10 +101,12 @@ public final class MemoryReplayStore: ReplayStore {
     ///   - stateSince: when the store's knowledge begins (default: now).
     public init(maxEntries: Int = 1_000_000, sweepInterval: Double = 1, stateSince: Double? = nil) {
         self.stateSince = stateSince ?? replayWallClock()
-        perShardLimit = max(1, (maxEntries + Self.shardCount - 1) / Self.shardCount)
+        let perShardLimit = max(1, (maxEntries + Self.shardCount - 1) / Self.shardCount)
+        self.perShardLimit = perShardLimit
         self.maxEntries = perShardLimit * Self.shardCount
         self.sweepInterval = sweepInterval
-        shards = (0..<Self.shardCount).map { _ in ShardLock() }
+        let capacity = min(perShardLimit, Self.initialShardCapacity)
+        shards = (0..<Self.shardCount).map { _ in ShardLock(capacity: capacity) }
     }
 
     public func makeClient(for loop: EventLoop) -> ReplayClient {
