@@ -100,13 +100,13 @@ public final class MemoryReplayStore: ReplayStore {
     /// proof) only if that digest's last 128 bits are these, and then all of it matches by chance (2^-128).
     static let tokenIDTag: UInt64 = 0x6D65_6D6F_7279_6A74
 
-    /// The key of a token with a `jti` in this store, from its identity (sub + "\n" + jti): its 128-bit SipHash-2-4
-    /// under a secret key of this store, instead of the SHA-256 replay key of docs/replay.md, whose two blocks cost
+    /// The key of a token with a `jti` in this store, from its identity (sub + "\n" + jti): its 128-bit SipHash-1-3
+    /// (as the verified-token cache keys tokens) under a secret key of this store, instead of the SHA-256 replay key of docs/replay.md, whose two blocks cost
     /// some 4,000 instructions a token. Memory keys never leave the process, so nothing outside can tell. The same
     /// identity gives the same key, as its SHA-256 would: no token is accepted twice. Two identities share a key with
     /// probability 2^-128, and that could only refuse a token as reused, never accept one.
     func tokenIDKey(_ tokenID: UnsafeRawBufferPointer) -> ReplayKey {
-        let (first, second) = SipHash.hash128(tokenID, key: tokenIDSeeds)
+        let (first, second) = SipHash.hash128(tokenID, key: tokenIDSeeds, compressionRounds: 1, finalizationRounds: 3)
         return ReplayKey(words: (first, second, Self.tokenIDTag, Self.tokenIDTag))
     }
 

@@ -1,19 +1,24 @@
-/// SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): a keyed hash of short inputs, in
+/// SipHash-c-d (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): a keyed hash of short inputs, in
 /// its 64-bit form and its 128-bit form (the paper's reference implementation's double output). The memory replay
-/// store keys tokens with it (`MemoryReplayStore.tokenIDKey`), with a secret key of its own.
+/// store keys tokens with SipHash-1-3-128 (`MemoryReplayStore.tokenIDKey`), under a secret key of its own, as the
+/// verified-token cache keys tokens (`ProxyCore.SipHash128`, a module this one cannot import); the tests check
+/// SipHash-2-4 against the reference vectors.
 enum SipHash {
-    /// The 64-bit SipHash-2-4 of `bytes` under `key` (the key's bytes 0–7 and 8–15, little-endian).
-    static func hash64(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64)) -> UInt64 {
+    /// The 64-bit SipHash-c-d of `bytes` under `key` (the key's bytes 0–7 and 8–15, little-endian); c = 2, d = 4 by
+    /// default, the paper's SipHash-2-4.
+    static func hash64(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64), compressionRounds c: Int = 2,
+                       finalizationRounds d: Int = 4) -> UInt64 {
         var state = State(key: key, wide: false)
-        state.absorb(bytes)
-        return state.finish(wide: false).0
+        state.absorb(bytes, rounds: c)
+        return state.finish(wide: false, rounds: d).0
     }
 
-    /// The 128-bit SipHash-2-4 of `bytes` under `key`: its two 64-bit halves, first and second.
-    static func hash128(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64)) -> (UInt64, UInt64) {
+    /// The 128-bit SipHash-c-d of `bytes` under `key`: its two 64-bit halves, first and second.
+    static func hash128(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64), compressionRounds c: Int = 2,
+                        finalizationRounds d: Int = 4) -> (UInt64, UInt64) {
         var state = State(key: key, wide: true)
-        state.absorb(bytes)
-        return state.finish(wide: true)
+        state.absorb(bytes, rounds: c)
+        return state.finish(wide: true, rounds: d)
     }
 
     private struct State {
@@ -35,18 +40,19 @@ enum SipHash {
         }
 
         @inline(__always)
-        mutating func compress(_ word: UInt64) {
+        mutating func compress(_ word: UInt64, rounds: Int) {
             v3 ^= word
-            round(); round()
+            for _ in 0..<rounds { round() }
             v0 ^= word
         }
 
         /// Every whole eight-byte word of `bytes`, then the last one: the remaining bytes and the length's low byte.
-        mutating func absorb(_ bytes: UnsafeRawBufferPointer) {
+        @inline(__always)
+        mutating func absorb(_ bytes: UnsafeRawBufferPointer, rounds: Int) {
             let count = bytes.count
             var i = 0
             while i + 8 <= count {
-                compress(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)))
+                compress(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)), rounds: rounds)
                 i += 8
             }
             var last = UInt64(truncatingIfNeeded: count) << 56
@@ -56,16 +62,17 @@ enum SipHash {
                 shift += 8
                 i += 1
             }
-            compress(last)
+            compress(last, rounds: rounds)
         }
 
-        mutating func finish(wide: Bool) -> (UInt64, UInt64) {
+        @inline(__always)
+        mutating func finish(wide: Bool, rounds: Int) -> (UInt64, UInt64) {
             v2 ^= wide ? 0xEE : 0xFF
-            round(); round(); round(); round()
+            for _ in 0..<rounds { round() }
             let first = v0 ^ v1 ^ v2 ^ v3
             guard wide else { return (first, 0) }
             v1 ^= 0xDD
-            round(); round(); round(); round()
+            for _ in 0..<rounds { round() }
             return (first, v0 ^ v1 ^ v2 ^ v3)
         }
     }
