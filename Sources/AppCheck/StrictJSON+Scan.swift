@@ -118,7 +118,9 @@ extension StrictJSON {
         /// The scan of those bytes is a function of the bytes, the depth bound and the slots chosen (a memo serves one
         /// `select`: `TokenClaims.claimSlot` for the parse memo), which `maxDepth` and `memoSlots` pin: resuming
         /// gives every object exactly the verdict and the slots the full scan gives it.
-        struct ObjectPrefix {
+        ///
+        /// A class: a look-up hands out one reference, where a struct's arrays were retained and released one by one.
+        final class ObjectPrefix {
             let maxDepth: Int
             let memoSlots: Int
             let count: Int
@@ -127,6 +129,12 @@ extension StrictJSON {
             /// The members after the start in the object first scanned with it, nil when there were more than
             /// `Parser.linearKeys` members or their bytes between values were more than `maxTailBytes`.
             let tail: ObjectTail?
+
+            init(maxDepth: Int, memoSlots: Int, count: Int, keys: [Int], values: [(slot: Int, value: JSONValue)],
+                 tail: ObjectTail?) {
+                (self.maxDepth, self.memoSlots, self.count) = (maxDepth, memoSlots, count)
+                (self.keys, self.values, self.tail) = (keys, values, tail)
+            }
         }
 
         /// The members after a remembered object start, as the object first scanned with it had them
