@@ -92,19 +92,15 @@ public enum AppCheckVerifier {
 
         guard claims.audAllStrings, case .value(let audiences) = claims.aud else { return .failure(.malformed) }  // a member not a string
 
-        let replayKey: SHA256Digest.Value
-        if jti != nil, let jtiKey = claims.jtiReplayKey {
-            replayKey = jtiKey
-        } else if let signatureKey = claims.signatureReplayKey {
-            replayKey = signatureKey
-        } else {
-            // TokenClaims always carries the signature key when the payload has no jti member.
-            return .failure(.malformed)
-        }
+        // The replay key of a token with a jti is computed from sub and jti when a store asks for it
+        // (`VerifiedClaims.replayKey`); one without carries the signature key, which needs the token's bytes.
+        let signatureReplayKey = jti == nil ? claims.signatureReplayKey : nil
+        // TokenClaims always carries the signature key when the payload has no jti member.
+        if jti == nil && signatureReplayKey == nil { return .failure(.malformed) }
         // Built in place in the result (no copy of a mutable local).
         return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audienceValues: audiences,
-                                       replayKey: replayKey, provider: provider, risk: RiskClaim(claims.risk),
-                                       boundThumbprint: boundThumbprint))
+                                       signatureReplayKey: signatureReplayKey, provider: provider,
+                                       risk: RiskClaim(claims.risk), boundThumbprint: boundThumbprint))
     }
 
     /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.

@@ -118,13 +118,39 @@ extension StrictJSON {
         /// The scan of those bytes is a function of the bytes, the depth bound and the slots chosen (a memo serves one
         /// `select`: `TokenClaims.claimSlot` for the parse memo), which `maxDepth` and `memoSlots` pin: resuming
         /// gives every object exactly the verdict and the slots the full scan gives it.
-        struct ObjectPrefix {
+        ///
+        /// A class: a look-up hands out one reference, where a struct's arrays were retained and released one by one.
+        final class ObjectPrefix {
             let maxDepth: Int
             let memoSlots: Int
             let count: Int
             let keys: [Int]
             let values: [(slot: Int, value: JSONValue)]
+            /// The members after the start in the object first scanned with it, nil when there were more than
+            /// `Parser.linearKeys` members or their bytes between values were more than `maxTailBytes`.
+            let tail: ObjectTail?
+
+            init(maxDepth: Int, memoSlots: Int, count: Int, keys: [Int], values: [(slot: Int, value: JSONValue)],
+                 tail: ObjectTail?) {
+                (self.maxDepth, self.memoSlots, self.count) = (maxDepth, memoSlots, count)
+                (self.keys, self.values, self.tail) = (keys, values, tail)
+            }
         }
+
+        /// The members after a remembered object start, as the object first scanned with it had them
+        /// (`Parser.scanTail`): each member's bytes from the end of the value before it (the start's end, for the
+        /// first) to the start of its own value — comma, whitespace, name, colon, whitespace — and the slot its name
+        /// got (-1: none); then the bytes from the last value's end to the object's `}`. A token's payload ends in
+        /// claims that change from token to token (`exp`, `iat`, `jti`) under the same names in the same order.
+        struct ObjectTail {
+            /// The members' bytes between values, one after another, then the closing bytes.
+            let bytes: [UInt8]
+            /// Per member: where its bytes end in `bytes` (they start where the member before ended), and its slot.
+            let members: [(end: Int, slot: Int)]
+        }
+
+        /// Longer bytes between a start's later values are not remembered.
+        static let maxTailBytes = 256
 
         init() {}
 
@@ -204,8 +230,9 @@ extension StrictJSON {
                            strings: StringMemo? = nil, memoSlots: Int = 0,
                            select: (JSONValue.ShortKey?) -> Int) throws(ParseError) {
         if buffer.count > maxBytes { throw ParseError(kind: .tooLarge, offset: maxBytes) }
-        // The first keys' positions for the duplicate check live on the stack (four words a key).
-        let result = withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * Parser.linearKeys) { keys in
+        // The first keys' positions for the duplicate check live on the stack (four words a key), then where their values
+        // start and end and their slots (three words a key, for a remembered object start's tail).
+        let result = withUnsafeTemporaryAllocation(of: Int.self, capacity: 7 * Parser.linearKeys) { keys in
             Result { () throws(ParseError) in
                 var parser = Parser(bytes: buffer, maxDepth: maxDepth)
                 parser.skipWhitespace()
@@ -272,7 +299,8 @@ extension StrictJSON.Parser {
     static let linearKeys = 16
 
     /// The top-level object of `StrictJSON.scanObject` (depth 1, as `parseValue(depth: 0)` gives it), at its `{`.
-    /// `keys` has room for `4 * linearKeys` words.
+    /// `keys` has room for `7 * linearKeys` words: the duplicate check's four a key, then (from `4 * linearKeys`) where
+    /// each of the first `linearKeys` values starts and ends and its slot, for `rememberPrefix`.
     ///
     /// The keys so far, for the duplicate check, are four words each: start and end in the input; -1 for a plain
     /// printable-ASCII key (no String made), or the index in `texts` of the unescaped String of any other; and a
@@ -295,11 +323,16 @@ extension StrictJSON.Parser {
         var prefixSlots = 0, laterSlots = 0
         if let strings, let (prefix, end) = strings.objectPrefix(in: bytes, maxDepth: maxDepth, memoSlots: memoSlots) {
             // These bytes were scanned before up to `end`, with this result: resume there.
-            for i in 0..<(4 * prefix.count) { keys[i] = prefix.keys[i] }
             for (slot, value) in prefix.values {
                 slots.set(slot, value)
                 prefixSlots |= 1 << slot
             }
+            if let tail = prefix.tail {
+                position = end
+                if try scanTail(tail, into: &slots, memoSlots: memoSlots) { return }
+                // Another tail: scanned member by member from the start's end (the slots it set are set again).
+            }
+            for i in 0..<(4 * prefix.count) { keys[i] = prefix.keys[i] }
             count = prefix.count
             (prefixCount, prefixEnd, restored) = (count, end, count)
             position = end
@@ -335,12 +368,17 @@ extension StrictJSON.Parser {
             skipWhitespace()
             let slot = select(short)
             let chosen = slot >= 0 && slot < StrictJSON.MemberSlots.count
+            let valueStart = position
             if chosen {
                 memoizing = strings != nil && (memoSlots >> slot) & 1 != 0
                 slots.set(slot, try parseValue(depth: depth))
                 memoizing = false
             } else {
                 try skipValue(depth: depth)
+            }
+            if count <= Self.linearKeys {
+                let record = keys + 4 * Self.linearKeys + 3 * (count - 1)
+                (record[0], record[1], record[2]) = (valueStart, position, chosen ? slot : -1)
             }
             let inPrefix = extending && index < 0 && short != nil && chosen && (memoSlots >> slot) & 1 != 0
                 && count <= StrictJSON.StringMemo.maxPrefixMembers
@@ -359,7 +397,7 @@ extension StrictJSON.Parser {
                 position += 1
                 if let strings, prefixCount > restored, prefixSlots & laterSlots == 0 {
                     rememberPrefix(in: strings, count: prefixCount, end: prefixEnd, slotMask: prefixSlots, slots: slots,
-                                   memoSlots: memoSlots, keys: keys)
+                                   memoSlots: memoSlots, keys: keys, members: count)
                 }
                 return
             default: throw fail(.syntax)
@@ -367,18 +405,74 @@ extension StrictJSON.Parser {
         }
     }
 
-    /// Remembers the object's start up to `end`: its first `count` members, their key records and slot values.
+    /// Remembers the object's start up to `end`: its first `count` members, their key records and slot values; and
+    /// the tail after it (`ObjectTail`) from the value records of all `members`, the object's `}` just read.
     private func rememberPrefix(in strings: StrictJSON.StringMemo, count: Int, end: Int, slotMask: Int,
-                                slots: StrictJSON.MemberSlots, memoSlots: Int, keys: UnsafeMutablePointer<Int>) {
+                                slots: StrictJSON.MemberSlots, memoSlots: Int, keys: UnsafeMutablePointer<Int>,
+                                members: Int) {
         var values: [(slot: Int, value: JSONValue)] = []
         for slot in 0..<StrictJSON.MemberSlots.count where (slotMask >> slot) & 1 != 0 {
             guard let value = slots.get(slot) else { return }
             values.append((slot, value))
         }
+        var tail: StrictJSON.StringMemo.ObjectTail? = nil
+        if members <= Self.linearKeys {
+            var tailBytes: [UInt8] = []
+            var tailMembers: [(end: Int, slot: Int)] = []
+            var from = end
+            for m in count..<members {
+                let record = keys + 4 * Self.linearKeys + 3 * m
+                tailBytes.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[from..<record[0]]))
+                tailMembers.append((tailBytes.count, record[2]))
+                from = record[1]
+            }
+            tailBytes.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[from..<position]))
+            if tailBytes.count <= StrictJSON.StringMemo.maxTailBytes {
+                tail = StrictJSON.StringMemo.ObjectTail(bytes: tailBytes, members: tailMembers)
+            }
+        }
         let prefix = StrictJSON.StringMemo.ObjectPrefix(
             maxDepth: maxDepth, memoSlots: memoSlots, count: count,
-            keys: Array(UnsafeBufferPointer(start: keys, count: 4 * count)), values: values)
+            keys: Array(UnsafeBufferPointer(start: keys, count: 4 * count)), values: values, tail: tail)
         strings.rememberObjectPrefix(UnsafeBufferPointer(rebasing: bytes[0..<end]), prefix)
+    }
+
+    /// The members after a remembered object start (`position` at its end) when the bytes between their values are
+    /// those of `tail`: each value scanned as the member-by-member scan scans it (the same depth, slot and memo), the
+    /// bytes between compared. That scan would read the same names in the same order from those bytes (unique, as they
+    /// were in the object remembered), so it keeps exactly these values and throws exactly where this does. False at
+    /// the first bytes that differ, or at a value preceded by more whitespace than remembered (which that scan skips).
+    mutating func scanTail(_ tail: StrictJSON.StringMemo.ObjectTail, into slots: inout StrictJSON.MemberSlots,
+                           memoSlots: Int) throws(StrictJSON.ParseError) -> Bool {
+        try tail.bytes.withUnsafeBufferPointer { (between) throws(StrictJSON.ParseError) -> Bool in
+            var from = 0
+            for member in tail.members {
+                guard skip(between, from, member.end) else { return false }
+                from = member.end
+                if let byte = peek, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { return false }
+                if member.slot >= 0 {
+                    memoizing = strings != nil && (memoSlots >> member.slot) & 1 != 0
+                    slots.set(member.slot, try parseValue(depth: 1))
+                    memoizing = false
+                } else {
+                    try skipValue(depth: 1)
+                }
+            }
+            return skip(between, from, between.count)
+        }
+    }
+
+    /// True, with `position` moved past them, when the input at `position` holds `between[from..<to]`.
+    @inline(__always)
+    private mutating func skip(_ between: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> Bool {
+        let count = to - from
+        guard count <= bytes.count - position else { return false }
+        if count > 0, let base = bytes.baseAddress, let other = between.baseAddress,
+           memcmp(base + position, other + from, count) != 0 {
+            return false
+        }
+        position += count
+        return true
     }
 
     /// `parseValue` without keeping the value: a string is checked by `parseString` only when it is not plain

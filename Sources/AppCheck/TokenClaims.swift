@@ -39,8 +39,13 @@ public struct TokenClaims: Sendable {
     /// `cnf` (RFC 7800): the confirmation of a token bound to a key (SPEC §4.4); only `{"jkt": "<thumbprint>"}` is
     /// understood (`AppCheckVerifier.checkClaims` refuses any other form as `malformed`).
     let cnf: Claim<JSONValue>
-    /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`.
-    let jtiReplayKey: SHA256Digest.Value?
+    /// SHA-256(sub + "\n" + jti) when both are strings: the replay key of a token with a `jti`. Computed when asked
+    /// for (two SHA-256 blocks, some 4,000 instructions): only a replay-protected route's store asks, and the memory
+    /// store not even then (`ReplayClient.consumeNow(sub:jti:expiresAt:issuedAt:now:)`).
+    var jtiReplayKey: SHA256Digest.Value? {
+        guard let sub = sub.value, let jti = jti.value else { return nil }
+        return Self.jtiReplayKey(sub: sub, jti: jti)
+    }
 
     /// From the payload's members as `StrictJSON.scanObject` kept them by `claimSlot` (slot `i`, `v<i>`, holds
     /// `claimNames[i]`). `signatureReplayKey` is called only when the payload has no `jti` member.
@@ -68,11 +73,6 @@ public struct TokenClaims: Sendable {
         risk = Self.number(found.v8.take())
         cnf = found.v9.take().map { .value($0) } ?? .absent
         if case .absent = jti { self.signatureReplayKey = signatureReplayKey() } else { self.signatureReplayKey = nil }
-        if let sub = sub.value, let jti = jti.value {
-            jtiReplayKey = Self.jtiReplayKey(sub: sub, jti: jti)
-        } else {
-            jtiReplayKey = nil
-        }
     }
 
     /// A string claim, its value moved out of the parsed member (no copy of the string).
@@ -95,26 +95,32 @@ public struct TokenClaims: Sendable {
         }
     }
 
-    /// SHA-256(sub + "\n" + jti), the material assembled on the stack from the strings' own UTF-8, read in place (no
-    /// copy of either string).
+    /// SHA-256(sub + "\n" + jti).
     static func jtiReplayKey(sub: String, jti: String) -> SHA256Digest.Value {
-        let key = sub.utf8.withContiguousStorageIfAvailable { subBytes in
-            jti.utf8.withContiguousStorageIfAvailable { jtiBytes in jtiReplayKey(subBytes, jtiBytes) }
+        withJTIMaterial(sub: sub, jti: jti) { SHA256Digest.value($0) }
+    }
+
+    /// `body` on sub + "\n" + jti, the material of a `jti` token's replay key, assembled on the stack from the strings'
+    /// own UTF-8, read in place (no copy of either string).
+    static func withJTIMaterial<R>(sub: String, jti: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let result = sub.utf8.withContiguousStorageIfAvailable { subBytes in
+            jti.utf8.withContiguousStorageIfAvailable { jtiBytes in withJTIMaterial(subBytes, jtiBytes, body) }
         }
-        if let key, let key { return key }
+        if let result, let result { return result }
         // Only a string that is not native UTF-8 (never one the parser made) comes here.
         return Array(sub.utf8).withUnsafeBufferPointer { s in
-            Array(jti.utf8).withUnsafeBufferPointer { j in jtiReplayKey(s, j) }
+            Array(jti.utf8).withUnsafeBufferPointer { j in withJTIMaterial(s, j, body) }
         }
     }
 
-    private static func jtiReplayKey(_ sub: UnsafeBufferPointer<UInt8>, _ jti: UnsafeBufferPointer<UInt8>) -> SHA256Digest.Value {
+    private static func withJTIMaterial<R>(_ sub: UnsafeBufferPointer<UInt8>, _ jti: UnsafeBufferPointer<UInt8>,
+                                           _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let count = sub.count + 1 + jti.count
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { material in
             _ = material.initialize(fromContentsOf: sub)
             material[sub.count] = UInt8(ascii: "\n")
             _ = UnsafeMutableBufferPointer(rebasing: material[(sub.count + 1)...]).initialize(fromContentsOf: jti)
-            return SHA256Digest.value(UnsafeRawBufferPointer(material))
+            return body(UnsafeRawBufferPointer(material))
         }
     }
 

@@ -13,10 +13,18 @@ public struct VerifiedClaims: Sendable, Equatable {
     let audienceValues: [JSONValue]
     /// The audiences (`aud`).
     public var audiences: [String] { audienceValues.compactMap(\.stringValue) }
+    /// SHA-256(signing input + "." + raw signature bytes) for a token without `jti` (computed at parse, when the
+    /// token's bytes are at hand); nil for one with a `jti`.
+    let signatureReplayKey: SHA256Digest.Value?
     /// The replay key (docs/behaviour.md, replay protection), 32 bytes: SHA-256(sub + "\n" + jti) when the token has a `jti`, else
     /// SHA-256(signing input + "." + raw signature bytes). Never derived from the raw token text, so a
-    /// re-encoded token cannot slip past.
-    public let replayKey: SHA256Digest.Value
+    /// re-encoded token cannot slip past. Computed on each read for a token with a `jti` (two SHA-256 blocks): read it
+    /// once. A store whose keys never leave the process (memory) keys a token with a `jti` on `appId` and `jti`
+    /// itself (`ReplayClient.consumeNow(sub:jti:expiresAt:issuedAt:now:)`) and never reads it.
+    public var replayKey: SHA256Digest.Value {
+        if let signatureReplayKey { return signatureReplayKey }
+        return TokenClaims.jtiReplayKey(sub: appId, jti: jti ?? "")
+    }
     /// The `provider` claim of the gateway's own issuer (`app_attest`, `device_check`, `debug`, `custom`);
     /// nil when absent, as in Firebase's tokens.
     public var provider: String? = nil

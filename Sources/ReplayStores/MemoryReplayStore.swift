@@ -29,6 +29,13 @@ public final class MemoryReplayStore: ReplayStore {
         /// Min-heap of (expiresAt, key); an element is stale when the dictionary holds a later expiry.
         var heap: [(Double, Key)] = []
 
+        /// Room for `capacity` entries from the start: the first tokens after a start grow neither the table (a rehash
+        /// of every entry at each doubling) nor the heap.
+        init(capacity: Int) {
+            entries.reserveCapacity(capacity)
+            heap.reserveCapacity(capacity)
+        }
+
         /// Pops up to `limit` due heap elements, removing their entries when still current.
         mutating func prune(now: Double, limit: Int) {
             var n = 0
@@ -70,8 +77,13 @@ public final class MemoryReplayStore: ReplayStore {
 
     /// One lock per shard (a class box: `Mutex` is not copyable, so it cannot sit in an array directly).
     final class ShardLock: Sendable {
-        let mutex = Mutex(Shard())
+        let mutex: Mutex<Shard>
+
+        init(capacity: Int) { mutex = Mutex(Shard(capacity: capacity)) }
     }
+
+    /// Entries each shard has room for from the start (at most its bound): 64 × 128 × about 80 bytes, some 650 KB.
+    static let initialShardCapacity = 128
 
     private let shards: [ShardLock]
     private let perShardLimit: Int
@@ -82,6 +94,41 @@ public final class MemoryReplayStore: ReplayStore {
     private let closed = Atomic<Bool>(false)
     /// Unix seconds when this store was created: it knows nothing of what an earlier process consumed.
     public let stateSince: Double
+    /// The secret key of `tokenIDKey`, drawn when the store is created.
+    private let tokenIDSeeds = (UInt64.random(in: .min ... .max), UInt64.random(in: .min ... .max))
+    /// The last two words of every `tokenIDKey`: such a key equals a SHA-256 replay key (a token without `jti`, a DPoP
+    /// proof) only if that digest's last 128 bits are these, and then all of it matches by chance (2^-128).
+    static let tokenIDTag: UInt64 = 0x6D65_6D6F_7279_6A74
+
+    /// The key of a token with a `jti` in this store, from its identity (sub + "\n" + jti): its 128-bit SipHash-1-3
+    /// (as the verified-token cache keys tokens) under a secret key of this store, instead of the SHA-256 replay key of docs/replay.md, whose two blocks cost
+    /// some 4,000 instructions a token. Memory keys never leave the process, so nothing outside can tell. The same
+    /// identity gives the same key, as its SHA-256 would: no token is accepted twice. Two identities share a key with
+    /// probability 2^-128, and that could only refuse a token as reused, never accept one.
+    func tokenIDKey(_ tokenID: UnsafeRawBufferPointer) -> ReplayKey {
+        let (first, second) = SipHash.hash128(tokenID, key: tokenIDSeeds, compressionRounds: 1, finalizationRounds: 3)
+        return ReplayKey(words: (first, second, Self.tokenIDTag, Self.tokenIDTag))
+    }
+
+    /// `tokenIDKey` of sub + "\n" + jti, assembled on the stack from the strings' UTF-8.
+    func tokenIDKey(sub: String, jti: String) -> ReplayKey {
+        var sub = sub, jti = jti
+        return sub.withUTF8 { s in
+            jti.withUTF8 { j in
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: s.count + 1 + j.count) { material in
+                    _ = material.initialize(fromContentsOf: s)
+                    material[s.count] = UInt8(ascii: "\n")
+                    _ = UnsafeMutableBufferPointer(rebasing: material[(s.count + 1)...]).initialize(fromContentsOf: j)
+                    return tokenIDKey(UnsafeRawBufferPointer(material))
+                }
+            }
+        }
+    }
+
+    /// `consume` of a token with a `jti` by its identity, `sub` and `jti` (`tokenIDKey`).
+    public func consume(sub: String, jti: String, expiresAt: Double, issuedAt: Double?, now: Double? = nil) -> ReplayResult {
+        consume(key: tokenIDKey(sub: sub, jti: jti), expiresAt: expiresAt, issuedAt: issuedAt, now: now)
+    }
 
     /// - Parameters:
     ///   - maxEntries: bound on live entries (rounded up to a multiple of 64).
@@ -89,10 +136,12 @@ public final class MemoryReplayStore: ReplayStore {
     ///   - stateSince: when the store's knowledge begins (default: now).
     public init(maxEntries: Int = 1_000_000, sweepInterval: Double = 1, stateSince: Double? = nil) {
         self.stateSince = stateSince ?? replayWallClock()
-        perShardLimit = max(1, (maxEntries + Self.shardCount - 1) / Self.shardCount)
+        let perShardLimit = max(1, (maxEntries + Self.shardCount - 1) / Self.shardCount)
+        self.perShardLimit = perShardLimit
         self.maxEntries = perShardLimit * Self.shardCount
         self.sweepInterval = sweepInterval
-        shards = (0..<Self.shardCount).map { _ in ShardLock() }
+        let capacity = min(perShardLimit, Self.initialShardCapacity)
+        shards = (0..<Self.shardCount).map { _ in ShardLock(capacity: capacity) }
     }
 
     public func makeClient(for loop: EventLoop) -> ReplayClient {
@@ -185,6 +234,10 @@ final class MemoryReplayClient: ReplayClient {
 
     func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult? {
         take(key: key, expiresAt: expiresAt, issuedAt: issuedAt, now: now)
+    }
+
+    func consumeNow(sub: String, jti: String, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult? {
+        take(key: store.tokenIDKey(sub: sub, jti: jti), expiresAt: expiresAt, issuedAt: issuedAt, now: now)
     }
 
     private func take(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double? = nil) -> ReplayResult {

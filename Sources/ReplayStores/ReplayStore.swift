@@ -93,10 +93,18 @@ public protocol ReplayClient: AnyObject {
     /// other client, having done nothing: those answer only through `consume`. `now` is the caller's wall clock
     /// (Unix seconds) read once for this request: the store does not read the time again.
     func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult?
+
+    /// `consumeNow` of a token with a `jti` by its identity, `sub` and `jti` (the SHA-256 of sub + "\n" + jti is its
+    /// replay key, docs/replay.md), by a client whose keys never leave the process (memory), which keys the token on
+    /// those bytes itself. Nil from every other client, having done nothing: those take the SHA-256 replay key.
+    func consumeNow(sub: String, jti: String, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult?
 }
 
 extension ReplayClient {
     public func consumeNow(key: ReplayKey, expiresAt: Double, issuedAt: Double, now: Double) -> ReplayResult? { nil }
+
+    public func consumeNow(sub: String, jti: String, expiresAt: Double, issuedAt: Double,
+                           now: Double) -> ReplayResult? { nil }
 }
 
 /// consumed / reused / error totals, updated with relaxed atomics from any thread.

@@ -178,6 +178,10 @@ import Testing
         #expect(try replayKey(b) == expected)
         #expect(try replayKey(b) != AppCheckVerifier.tokenHash(b))
         #expect(try replayKey(b) != replayKey(try Fixtures.token(issuedAt: Int(now) - 61)))
+        // Read from sub and jti (the replay key is computed when read): the same on every read.
+        let verifiedA = try AppCheckVerifier.verify(token: a, keys: keys, policy: Fixtures.policy, now: now).get()
+        #expect(verifiedA.replayKey == verifiedA.replayKey)
+        #expect(verifiedA.jti == "J1" && verifiedA.appId == Fixtures.appId)
     }
 
     @Test func cachedClaimsStillRunTimeChecks() throws {

@@ -128,6 +128,47 @@ import Testing
         #expect(scanned(Self.prefix + Self.prefixTails.last!, memo: memo).hasPrefix("refused"))
     }
 
+    /// The members after a remembered start, scanned value by value when the bytes between their values are those of
+    /// the object first scanned with it (`ObjectTail`), keep the full scan's slots and refusals: other values of every
+    /// kind and length, invalid and deep values, more or less whitespace, a member more or less, names that differ by a
+    /// byte or an escape, truncation, trailing bytes.
+    @Test func objectTailsScanValueByValueToTheFullScansResult() throws {
+        func scanned(_ text: String, memo: StrictJSON.StringMemo?, maxDepth: Int = StrictJSON.defaultMaxDepth) -> String {
+            var slots = StrictJSON.MemberSlots()
+            do {
+                try Array(text.utf8).withUnsafeBufferPointer { (buffer) throws(StrictJSON.ParseError) in
+                    try StrictJSON.scanObject(buffer, maxDepth: maxDepth, into: &slots, strings: memo,
+                                              memoSlots: TokenClaims.memoSlots, select: TokenClaims.claimSlot)
+                }
+            } catch {
+                return "refused \(error)"
+            }
+            return "\((0..<StrictJSON.MemberSlots.count).map { String(describing: slots.get($0)) })"
+        }
+        let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
+        let tails = [
+            #""exp":1764397700,"iat":1764397400,"jti":"aBcD-_0123456789xyzABC"}"#,
+            #""exp":1,"iat":2,"jti":"j"}"#, #""exp":-0,"iat":1e3,"jti":"\u00e9\n"}"#, #""exp":1.5,"iat":0,"jti":""}"#,
+            #""exp":01,"iat":2,"jti":"j"}"#, #""exp":1,"iat":2,"jti":"j\x"}"#, #""exp":1,"iat":2,"jti":"\ud800"}"#,
+            #""exp":"1","iat":null,"jti":7}"#, #""exp":[1,{"a":[]}],"iat":{"exp":1},"jti":true}"#,
+            #""exp":\#(deep),"iat":2,"jti":"j"}"#, #""exp":1,"iat":2,"jti":\#(deep)}"#,
+            #""exp": 1,"iat":2,"jti":"j"}"#, #""exp":1 ,"iat":2,"jti":"j"}"#, #""exp":1,"iat":2,"jti":"j" }"#,
+            #""exp":1,"iat":2,"jti":"j","nbf":0}"#, #""exp":1,"iat":2}"#, #""exp":1,"iat":2,"jtj":"j"}"#,
+            #""exp":1,"iat":2,"j\u0074i":"j"}"#, #""exp":1,"iat":2,"exp":"j"}"#, #""exp":1,"iat":2,"iss":"j"}"#,
+            #""exp":1,"iat":2,"jti":"j""#, #""exp":1,"iat":2,"jti":"#, #""exp":1,"iat":2,"jti":"j"}}"#,
+            #""exp":1,"iat":2,"jti":"j"} "#, #""exp":1,"iat":2,"jti":"j"},"#, #""exp"#, "",
+        ]
+        for maxDepth in [StrictJSON.defaultMaxDepth, 3] {
+            let memo = StrictJSON.StringMemo()
+            // The first object remembers the start and its tail; the others follow it.
+            for tail in tails + tails.reversed() {
+                let text = Self.prefix + tail
+                #expect(scanned(text, memo: memo, maxDepth: maxDepth) == scanned(text, memo: nil, maxDepth: maxDepth),
+                        "\(maxDepth) \(tail)")
+            }
+        }
+    }
+
     /// Payload parts that share their first characters with the one the memo remembers decode, through the memo,
     /// to exactly what they decode to alone: whatever they share (less than a quantum, whole quanta, all of it), and
     /// when the rest is refused (a foreign character, non-canonical last bits, a length no encoding has).

@@ -147,6 +147,69 @@ import TestSupport
         for key in keys.prefix(64) { #expect(store.consume(key: key, expiresAt: 100, issuedAt: nil, now: 50) == .reused) }
     }
 
+    /// A token with a jti is keyed on its identity (sub + "\n" + jti) by the store itself (`tokenIDKey`): the same
+    /// identity is one key (its second use a replay), any other identity another key; the keys are the store's own
+    /// (secret seeds) and spread over every shard.
+    @Test func tokenIDsKeyTokensWithAJTI() throws {
+        let store = MemoryReplayStore()
+        func consume(_ sub: String, _ jti: String, now: Double = 50) -> ReplayResult {
+            store.consume(sub: sub, jti: jti, expiresAt: 100, issuedAt: nil, now: now)
+        }
+        #expect(consume("1:123:ios:abc", "J1") == .consumed)
+        #expect(consume("1:123:ios:abc", "J1") == .reused)
+        #expect(consume("1:123:ios:abc", "J2") == .consumed)
+        #expect(consume("1:123:ios:abd", "J1") == .consumed)
+        #expect(consume("1:123:ios:ab", "cJ1") == .consumed)  // the same bytes split elsewhere: another identity
+        #expect(consume("1:123:ios:abc", "J1x") == .consumed)
+        #expect(consume("1:123:ios:abc", "J1", now: 99.9) == .reused)
+        #expect(consume("1:123:ios:abc", "J1", now: 100) == .consumed)  // free again once expired
+        #expect(store.counters.consumed == 6 && store.counters.reused == 2)
+        // The key of the bytes sub + "\n" + jti, the same for the store whatever the strings' storage.
+        let key = store.tokenIDKey(sub: "1:123:ios:abc", jti: "J1")
+        #expect(key == Array("1:123:ios:abc\nJ1".utf8).withUnsafeBytes { store.tokenIDKey($0) })
+        #expect(key == store.tokenIDKey(sub: String("x1:123:ios:abc".dropFirst()), jti: "J1"))
+        #expect(key != MemoryReplayStore().tokenIDKey(sub: "1:123:ios:abc", jti: "J1"))
+        let shards = Set((0..<2000).map { store.tokenIDKey(sub: "app", jti: "\($0)").firstByte & 63 })
+        #expect(shards.count == 64)
+    }
+
+    /// Through a loop's client: `consumeNow(sub:jti:)` answers at once, as `consumeNow(key:)` does.
+    @Test func clientConsumesTokenIDsAtOnce() throws {
+        let t = try ReplayTestLoop()
+        defer { t.stop() }
+        let store = MemoryReplayStore(stateSince: 0)
+        let client = LoopBound(store.makeClient(for: t.loop))
+        let collector = ReplayCollector()
+        t.loop.execute {
+            for _ in 0..<2 {
+                let result = client.value.consumeNow(sub: "app", jti: "jti", expiresAt: ReplayTest.later(), issuedAt: 10, now: 20)
+                collector.add(result ?? .unavailable("no answer at once"))
+            }
+        }
+        #expect(collector.wait(count: 2) == [.consumed, .reused])
+    }
+
+    /// SipHash-2-4 against the reference vectors (key 00 01 … 0f, message 00 01 … of the given length).
+    @Test func sipHashMatchesTheReferenceVectors() {
+        let key: (UInt64, UInt64) = (0x0706_0504_0302_0100, 0x0F0E_0D0C_0B0A_0908)
+        func message(_ count: Int) -> [UInt8] { (0..<count).map { UInt8($0) } }
+        #expect(message(0).withUnsafeBytes { SipHash.hash64($0, key: key) } == 0x726F_DB47_DD0E_0E31)
+        #expect(message(15).withUnsafeBytes { SipHash.hash64($0, key: key) } == 0xA129_CA61_49BE_45E5)
+        let wide = message(0).withUnsafeBytes { SipHash.hash128($0, key: key) }
+        let bytes = withUnsafeBytes(of: (wide.0.littleEndian, wide.1.littleEndian)) { Array($0) }
+        #expect(bytes == [0xA3, 0x81, 0x7F, 0x04, 0xBA, 0x25, 0xA8, 0xE6, 0x6D, 0xF6, 0x72, 0x14, 0xC7, 0x55, 0x02, 0x93])
+        // Every length up to two words and a half: a function of the bytes and the key alone.
+        var seen = Set<UInt64>()
+        for count in 0...20 {
+            let m = message(count)
+            let h = m.withUnsafeBytes { SipHash.hash128($0, key: key) }
+            #expect(h == m.withUnsafeBytes { SipHash.hash128($0, key: key) })
+            #expect(h != m.withUnsafeBytes { SipHash.hash128($0, key: (key.0 ^ 1, key.1)) })
+            seen.insert(h.0)
+        }
+        #expect(seen.count == 21)
+    }
+
     @Test func rejectsBadKeyLengthAndClosedStore() {
         let store = MemoryReplayStore()
         #expect(ReplayTest.isUnavailable(store.consume(key: [1, 2, 3], expiresAt: 10, issuedAt: nil, now: 1)))

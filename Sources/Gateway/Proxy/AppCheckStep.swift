@@ -305,13 +305,20 @@ package final class AppCheckStep {
             return completion(storeUnavailable(outcome))
         }
         let expiresAt = verified.expiresAt + policy.clockSkew, issuedAt = verified.issuedAt - policy.clockSkew
-        // A store that answers at once (memory) is asked without a callback: no closure to allocate.
-        if let result = replay.consumeNow(key: ReplayKey(words: verified.replayKey.words), expiresAt: expiresAt,
+        // A store that keys a token with a jti on its identity itself (memory, whose keys never leave the process) is
+        // spared the replay key's SHA-256; one that answers at once (memory) is asked without a callback: no closure.
+        if let jti = verified.jti,
+           let result = replay.consumeNow(sub: verified.appId, jti: jti, expiresAt: expiresAt, issuedAt: issuedAt, now: now) {
+            return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
+                                             appId: verified.appId))
+        }
+        let replayKey = verified.replayKey
+        if let result = replay.consumeNow(key: ReplayKey(words: replayKey.words), expiresAt: expiresAt,
                                           issuedAt: issuedAt, now: now) {
             return completion(replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
                                              appId: verified.appId))
         }
-        replay.consume(key: verified.replayKey.bytes, expiresAt: expiresAt, issuedAt: issuedAt) { [weak self] result in
+        replay.consume(key: replayKey.bytes, expiresAt: expiresAt, issuedAt: issuedAt) { [weak self] result in
             guard let self else { return }
             completion(self.replayDecision(result, outcome: outcome, route: route, fingerprint: fingerprint,
                                            appId: verified.appId))
