@@ -65,7 +65,7 @@ let package = Package(
                 swiftSettings: hotPath),
         // The proxy's decisions as values: the exchange and connection state machines, deadlines, header rules, the
         // token cache. No sockets, no loop: tested by feeding events (docs/architecture.md).
-        .target(name: "ProxyCore", dependencies: ["EventLoop", "HTTPWire", "AppCheck", "GatewayConfig", "Issuer", "Dashboard", "JSONLog"],
+        .target(name: "ProxyCore", dependencies: ["EventLoop", "HTTPWire", "AppCheck", "GatewayConfig", "Issuer", "Dashboard", "JSONLog", "ReplayStores"],
                 swiftSettings: proxyCorePath),
         .target(name: "Gateway", dependencies: [
             "ProxyCore", "GatewayConfig", "Issuer", "Dashboard", "EventLoop", "HTTPWire", "AppCheck", "JSONLog", "KeySets",

@@ -1,4 +1,5 @@
 import AppCheck
+import ReplayStores
 
 /// The verified-token cache of one event loop (docs/behaviour.md): tokens whose signature verified, keyed by the
 /// whole token (see `Key`), until their `exp` plus skew. A hit skips parsing and the RSA verify; the time and
@@ -135,7 +136,9 @@ public enum TokenHash {
     public static func hash(_ bytes: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
         let keys = Self.keys
         let count = bytes.count
-        guard count <= maxBytes, let base = bytes.baseAddress else { return SipHash128.hash(bytes, key: keys.sip) }
+        guard count <= maxBytes, let base = bytes.baseAddress else {
+            return SipHash.hash128(bytes, key: keys.sip, compressionRounds: 1, finalizationRounds: 3)
+        }
         var lo1: UInt64 = 0, hi1: UInt64 = 0, lo2: UInt64 = 0, hi2: UInt64 = 0
         keys.nh.withUnsafeBufferPointer { k in
             let k2 = k.baseAddress! + wordsPerKey
@@ -167,62 +170,8 @@ public enum TokenHash {
         }
         var summary: (UInt64, UInt64, UInt64, UInt64, UInt64) =
             (lo1.littleEndian, hi1.littleEndian, lo2.littleEndian, hi2.littleEndian, UInt64(count).littleEndian)
-        return withUnsafeBytes(of: &summary) { SipHash128.hash($0, key: keys.sip) }
-    }
-}
-
-/// SipHash-1-3 with 128-bit output (Aumasson and Bernstein, "SipHash: a fast short-input PRF", the 128-bit variant
-/// of the reference implementation: `v1 ^= 0xee` at the start, `v2 ^= 0xee` and `v1 ^= 0xdd` before the two
-/// finalisations). One compression round per word and three per finalisation, as Swift's `Hasher` uses.
-public enum SipHash128 {
-    @inline(__always)
-    private static func round(_ v0: inout UInt64, _ v1: inout UInt64, _ v2: inout UInt64, _ v3: inout UInt64) {
-        v0 = v0 &+ v1; v1 = v1.rotatedLeft(13); v1 ^= v0; v0 = v0.rotatedLeft(32)
-        v2 = v2 &+ v3; v3 = v3.rotatedLeft(16); v3 ^= v2
-        v0 = v0 &+ v3; v3 = v3.rotatedLeft(21); v3 ^= v0
-        v2 = v2 &+ v1; v1 = v1.rotatedLeft(17); v1 ^= v2; v2 = v2.rotatedLeft(32)
-    }
-
-    /// SipHash-c-d-128 of `bytes`; the cache uses c = 1, d = 3 (the tests check c = 2, d = 4 against the
-    /// reference vectors).
-    @inline(__always)
-    public static func hash(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64),
-                     compressionRounds c: Int = 1, finalizationRounds d: Int = 3) -> (UInt64, UInt64) {
-        var v0: UInt64 = key.0 ^ 0x736f_6d65_7073_6575
-        var v1: UInt64 = key.1 ^ 0x646f_7261_6e64_6f6d ^ 0xee
-        var v2: UInt64 = key.0 ^ 0x6c79_6765_6e65_7261
-        var v3: UInt64 = key.1 ^ 0x7465_6462_7974_6573
-        let count = bytes.count
-        var offset = 0
-        if let base = bytes.baseAddress {
-            while offset + 8 <= count {
-                let m = UInt64(littleEndian: (base + offset).loadUnaligned(as: UInt64.self))
-                v3 ^= m
-                for _ in 0..<c { round(&v0, &v1, &v2, &v3) }
-                v0 ^= m
-                offset += 8
-            }
+        return withUnsafeBytes(of: &summary) {
+            SipHash.hash128($0, key: keys.sip, compressionRounds: 1, finalizationRounds: 3)
         }
-        var last = UInt64(truncatingIfNeeded: count) << 56
-        var shift: UInt64 = 0
-        while offset < count {
-            last |= UInt64(bytes[offset]) << shift
-            shift += 8
-            offset += 1
-        }
-        v3 ^= last
-        for _ in 0..<c { round(&v0, &v1, &v2, &v3) }
-        v0 ^= last
-        v2 ^= 0xee
-        for _ in 0..<d { round(&v0, &v1, &v2, &v3) }
-        let first = v0 ^ v1 ^ v2 ^ v3
-        v1 ^= 0xdd
-        for _ in 0..<d { round(&v0, &v1, &v2, &v3) }
-        return (first, v0 ^ v1 ^ v2 ^ v3)
     }
-}
-
-private extension UInt64 {
-    @inline(__always)
-    public func rotatedLeft(_ n: UInt64) -> UInt64 { (self << n) | (self >> (64 - n)) }
 }

@@ -1,12 +1,13 @@
 /// SipHash-c-d (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): a keyed hash of short inputs, in
-/// its 64-bit form and its 128-bit form (the paper's reference implementation's double output). The memory replay
-/// store keys tokens with SipHash-1-3-128 (`MemoryReplayStore.tokenIDKey`), under a secret key of its own, as the
-/// verified-token cache keys tokens (`ProxyCore.SipHash128`, a module this one cannot import); the tests check
-/// SipHash-2-4 against the reference vectors.
-enum SipHash {
+/// its 64-bit form and its 128-bit form (the paper's reference implementation's double output). SipHash-1-3-128, each
+/// under a secret key of its own drawn at start, keys the memory replay store's tokens with a `jti`
+/// (`MemoryReplayStore.tokenIDKey`) and finishes the verified-token cache's key (`ProxyCore.TokenHash`); the tests
+/// check SipHash-2-4 against the reference vectors. Inlinable: the proxy's hot path calls it once per request.
+public enum SipHash {
     /// The 64-bit SipHash-c-d of `bytes` under `key` (the key's bytes 0–7 and 8–15, little-endian); c = 2, d = 4 by
     /// default, the paper's SipHash-2-4.
-    static func hash64(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64), compressionRounds c: Int = 2,
+    @inlinable
+    public static func hash64(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64), compressionRounds c: Int = 2,
                        finalizationRounds d: Int = 4) -> UInt64 {
         var state = State(key: key, wide: false)
         state.absorb(bytes, rounds: c)
@@ -14,16 +15,19 @@ enum SipHash {
     }
 
     /// The 128-bit SipHash-c-d of `bytes` under `key`: its two 64-bit halves, first and second.
-    static func hash128(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64), compressionRounds c: Int = 2,
+    @inlinable
+    public static func hash128(_ bytes: UnsafeRawBufferPointer, key: (UInt64, UInt64), compressionRounds c: Int = 2,
                         finalizationRounds d: Int = 4) -> (UInt64, UInt64) {
         var state = State(key: key, wide: true)
         state.absorb(bytes, rounds: c)
         return state.finish(wide: true, rounds: d)
     }
 
-    private struct State {
-        var v0: UInt64, v1: UInt64, v2: UInt64, v3: UInt64
+    @usableFromInline
+    struct State {
+        @usableFromInline var v0: UInt64, v1: UInt64, v2: UInt64, v3: UInt64
 
+        @inlinable
         init(key: (UInt64, UInt64), wide: Bool) {
             v0 = key.0 ^ 0x736F_6D65_7073_6575
             v1 = key.1 ^ 0x646F_7261_6E64_6F6D ^ (wide ? 0xEE : 0)
@@ -31,15 +35,15 @@ enum SipHash {
             v3 = key.1 ^ 0x7465_6462_7974_6573
         }
 
-        @inline(__always)
+        @inlinable @inline(__always)
         mutating func round() {
-            v0 = v0 &+ v1; v1 = v1.rotatedLeft(13); v1 ^= v0; v0 = v0.rotatedLeft(32)
-            v2 = v2 &+ v3; v3 = v3.rotatedLeft(16); v3 ^= v2
-            v0 = v0 &+ v3; v3 = v3.rotatedLeft(21); v3 ^= v0
-            v2 = v2 &+ v1; v1 = v1.rotatedLeft(17); v1 ^= v2; v2 = v2.rotatedLeft(32)
+            v0 = v0 &+ v1; v1 = v1.sipRotatedLeft(13); v1 ^= v0; v0 = v0.sipRotatedLeft(32)
+            v2 = v2 &+ v3; v3 = v3.sipRotatedLeft(16); v3 ^= v2
+            v0 = v0 &+ v3; v3 = v3.sipRotatedLeft(21); v3 ^= v0
+            v2 = v2 &+ v1; v1 = v1.sipRotatedLeft(17); v1 ^= v2; v2 = v2.sipRotatedLeft(32)
         }
 
-        @inline(__always)
+        @inlinable @inline(__always)
         mutating func compress(_ word: UInt64, rounds: Int) {
             v3 ^= word
             for _ in 0..<rounds { round() }
@@ -47,7 +51,7 @@ enum SipHash {
         }
 
         /// Every whole eight-byte word of `bytes`, then the last one: the remaining bytes and the length's low byte.
-        @inline(__always)
+        @inlinable @inline(__always)
         mutating func absorb(_ bytes: UnsafeRawBufferPointer, rounds: Int) {
             let count = bytes.count
             var i = 0
@@ -65,7 +69,7 @@ enum SipHash {
             compress(last, rounds: rounds)
         }
 
-        @inline(__always)
+        @inlinable @inline(__always)
         mutating func finish(wide: Bool, rounds: Int) -> (UInt64, UInt64) {
             v2 ^= wide ? 0xEE : 0xFF
             for _ in 0..<rounds { round() }
@@ -79,6 +83,6 @@ enum SipHash {
 }
 
 extension UInt64 {
-    @inline(__always)
-    fileprivate func rotatedLeft(_ n: UInt64) -> UInt64 { self << n | self >> (64 - n) }
+    @inlinable @inline(__always)
+    func sipRotatedLeft(_ n: UInt64) -> UInt64 { self << n | self >> (64 - n) }
 }

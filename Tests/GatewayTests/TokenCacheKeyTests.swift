@@ -1,5 +1,6 @@
 @testable import Gateway
 @testable import ProxyCore
+import ReplayStores
 import Testing
 
 /// The verified-token cache's key: NH with two random keys, then SipHash-128 of the sums and the length
@@ -12,7 +13,7 @@ import Testing
         func digest(_ length: Int) -> [UInt8] {
             let message = (0..<length).map { UInt8($0) }
             let (a, b) = message.withUnsafeBytes {
-                SipHash128.hash($0, key: key, compressionRounds: 2, finalizationRounds: 4)
+                SipHash.hash128($0, key: key, compressionRounds: 2, finalizationRounds: 4)
             }
             return (0..<8).map { UInt8(truncatingIfNeeded: a >> (8 * $0)) }
                 + (0..<8).map { UInt8(truncatingIfNeeded: b >> (8 * $0)) }
