@@ -145,10 +145,7 @@ public struct H2RequestFields {
         let base = UnsafeMutablePointer(mutating: start.assumingMemoryBound(to: UInt8.self))
         var n = 0
         func put(_ name: StaticString, _ value: UnsafePointer<UInt8>?, _ count: Int) {
-            // An empty value may come with no address: nghttp2 reads no byte of it, but wants a pointer.
-            let v = UnsafeMutablePointer(mutating: value ?? name.utf8Start)
-            nva[n] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name.utf8Start), value: v,
-                                namelen: name.utf8CodeUnitCount, valuelen: count, flags: none)
+            nva[n] = .literal(name, value, count)
             n += 1
         }
         let (methodStart, methodCount) = Self.valueRange(raw, at: 0)
