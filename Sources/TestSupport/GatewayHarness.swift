@@ -100,9 +100,9 @@ public final class GatewayHarness: @unchecked Sendable {
         throw HarnessError("gateway not ready after \(timeout)s: \(last)")
     }
 
-    /// The access/operational log written so far.
+    /// The access/operational log written so far (complete lines only).
     public func logLines() -> [String] {
-        (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+        LogFile.completeLines(logPath)
     }
 
     /// True once a log line contains `text`. Lines are written in batches, so they are waited for (up to

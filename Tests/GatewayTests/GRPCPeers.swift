@@ -309,8 +309,7 @@ enum GRPCPeers {
 
         /// Every logged event: `event`, `method`, `metadata` ([[name, value]]) and the `Slow` handler's end.
         func events() throws -> [[String: Any]] {
-            guard FileManager.default.fileExists(atPath: logPath) else { return [] }
-            return try String(contentsOfFile: logPath, encoding: .utf8).split(separator: "\n").map { line in
+            try LogFile.completeLines(logPath).map { line in
                 guard let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
                     throw HarnessError("bad log line \(line)")
                 }

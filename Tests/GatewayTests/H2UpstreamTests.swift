@@ -47,8 +47,7 @@ import TestSupport
 
         /// Every event logged so far.
         func events() throws -> [[String: Any]] {
-            let text = try String(contentsOfFile: directory + "/events.log", encoding: .utf8)
-            return try text.split(separator: "\n").map { line in
+            try LogFile.completeLines(directory + "/events.log").map { line in
                 guard let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
                     throw HarnessError("not a JSON object: \(line)")
                 }

@@ -148,7 +148,7 @@ import TestSupport
         let states = [try SQLiteIssuerState(path: path), try SQLiteIssuerState(path: path)]
         let pair = try await Pair(states: states, appleRefusesOurKey: true, log: LogSink(fd: fd, level: .info))
         func lines() -> [String] {
-            ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            LogFile.completeLines(logPath)
                 .filter { $0.contains("Apple refused the DeviceCheck key") }
         }
         try await pair.checkSharedPause(logged: { lines().count })
@@ -187,7 +187,7 @@ import TestSupport
         pair.apple.queue([], fallback: .notFound)
         let a = try #require(pair.services[0].riskRefresher)
         #expect(await a.runOnce().noData == RiskRefreshClaimTests.keys)
-        let lines = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n")
+        let lines = LogFile.completeLines(logPath)
             .filter { $0.contains("Apple has no data") }
         #expect(lines.count == RiskRefreshClaimTests.keys, "\(lines)")
         #expect(lines.allSatisfy { $0.contains(#""severity":"WARNING""#) && $0.contains(#""apple_status":404"#) }, "\(lines)")

@@ -166,8 +166,7 @@ import TestSupport
 
         /// The handshakes the upstream received: path and header list.
         var requests: [(path: String, headers: [(String, String)])] {
-            let text = (try? String(contentsOfFile: directory + "/requests.log", encoding: .utf8)) ?? ""
-            return text.split(separator: "\n").compactMap { line in
+            LogFile.completeLines(directory + "/requests.log").compactMap { line in
                 guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                       let path = obj["path"] as? String, let list = obj["headers"] as? [[String]] else { return nil }
                 return (path, list.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil })
