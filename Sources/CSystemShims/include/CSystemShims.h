@@ -23,10 +23,11 @@ extern const uint32_t CSystemShims_EPOLLHUP;
 extern const uint32_t CSystemShims_EPOLLRDHUP;
 extern const uint32_t CSystemShims_EPOLLET;
 
-/* read(2) and send(2) (as sendto with no address), and epoll_wait(2) above, by syscall(2): the same system calls
-   without glibc's cancellation-point wrappers, which in a process with more than one thread enable and disable
-   asynchronous cancellation around each call (about 30 instructions, several times per request). The gateway never
-   cancels a thread. -1 with errno on error, as the wrappers. */
+/* A socket read (recv(2), as recvfrom with no address: sockets only) and send(2) (as sendto with no address), and
+   epoll_wait(2) above, by syscall(2): the same system calls without glibc's cancellation-point wrappers, which in a
+   process with more than one thread enable and disable asynchronous cancellation around each call (about 30
+   instructions, several times per request). The gateway never cancels a thread. -1 with errno on error, as the
+   wrappers. */
 ssize_t CSystemShims_read(int fd, void *buf, size_t count);
 ssize_t CSystemShims_send(int fd, const void *buf, size_t count, int flags);
 
