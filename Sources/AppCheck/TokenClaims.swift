@@ -16,24 +16,43 @@ public struct TokenClaims: Sendable {
         }
     }
 
+    /// A string claim: `Claim<String>` spelled out. The generic enum with a two-word payload is copied through its
+    /// runtime value witnesses (`initializeWithCopy for TokenClaims.Claim`, some 100 instructions a copy, and
+    /// `checkClaims` copies three on every token, cached or not); this one is copied inline (a retain).
+    enum TextClaim: Sendable {
+        case absent
+        case wrongType
+        case value(String)
+
+        var value: String? {
+            if case .value(let value) = self { return value }
+            return nil
+        }
+
+        var isWrongType: Bool {
+            if case .wrongType = self { return true }
+            return false
+        }
+    }
+
     /// The replay key (docs/behaviour.md, replay protection) for a token without `jti`: SHA-256(signing input + "." + raw signature bytes).
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
     let signatureReplayKey: SHA256Digest.Value?
 
-    let iss: Claim<String>
+    let iss: TextClaim
     /// `aud`: an array, its members as parsed (`audAllStrings`: every member is a string). Kept as the JSON
     /// array, which the parse memo lends from token to token (`StrictJSON.StringMemo`): no array of Strings is built
     /// per token.
     let aud: Claim<[JSONValue]>
     let audAllStrings: Bool
-    let sub: Claim<String>
+    let sub: TextClaim
     /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
     let subIsHeaderSafe: Bool
     let exp: Claim<Double>
     let iat: Claim<Double>
     let nbf: Claim<Double>
-    let jti: Claim<String>
-    let provider: Claim<String>
+    let jti: TextClaim
+    let provider: TextClaim
     /// `risk`: App Attest's risk metric in the gateway's own tokens (judged only on routes with `max_risk`).
     let risk: Claim<Double>
     /// `cnf` (RFC 7800): the confirmation of a token bound to a key (SPEC §4.4); only `{"jkt": "<thumbprint>"}` is
@@ -77,7 +96,7 @@ public struct TokenClaims: Sendable {
 
     /// A string claim, its value moved out of the parsed member (no copy of the string).
     @inline(__always)
-    private static func string(_ json: consuming JSONValue?) -> Claim<String> {
+    private static func string(_ json: consuming JSONValue?) -> TextClaim {
         switch consume json {
         case nil: .absent
         case .string(let value)?: .value(value)

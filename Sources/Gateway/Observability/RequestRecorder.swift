@@ -78,7 +78,7 @@ package final class RequestRecorder {
     func record(_ ex: Exchange) {
         let status = ex.status
         let seconds = Double(loop.refreshNow() &- ex.start) / 1e9
-        if !ex.routeName.isEmpty {
+        if ex.hasRouteName {
             // The index read through the unretained route: binding the route itself retained it for the block.
             if let table = ex.routeTable, let i = ex.route?.index, i < table.routes.count {
                 // A configured route: its slot by index (no hashing of the name); folded into `metrics` when read.

@@ -266,9 +266,10 @@ package final class AppCheckStep {
                           route: StepRoute, proofInput: DPoPInput,
                           completion: @escaping (consuming AppCheckDecision) -> Void) {
         let verified: VerifiedClaims
-        switch AppCheckVerifier.checkClaims(claims, policy: policy, now: now) {
-        case .success(let v): verified = v
-        case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
+        do {
+            verified = try AppCheckVerifier.claimsPassing(claims, policy: policy, now: now)
+        } catch {
+            return completion(refuse(route, error, fingerprint: fingerprint))
         }
         if let reason = (route.limitsProviders ? AppCheckVerifier.checkProvider(verified, allowed: route.providers) : nil)
             ?? AppCheckVerifier.checkRisk(verified, maxRisk: route.maxRisk, requireRisk: route.requireRisk) {

@@ -38,6 +38,12 @@ package final class Exchange: UpstreamOwner {
     private var routeRef: Unretained<CompiledRoute>?
     /// The route (or built-in handler) name for logs and metrics; empty when none matched.
     var routeName: String { route?.name ?? builtin?.handler.name ?? "" }
+    /// `!routeName.isEmpty`, without making the string (nor retaining the route).
+    var hasRouteName: Bool {
+        if let routeRef { return !routeRef.value.name.isEmpty }
+        if let builtin { return !builtin.handler.name.isEmpty }
+        return false
+    }
     /// `X-AppCheck-Status` value and the log fields of the App Check step.
     var appCheck = AppCheckOutcome.skipped
     /// Whether the App Check step decided the request (no outcome is counted when it was answered before).
@@ -248,11 +254,12 @@ package final class Exchange: UpstreamOwner {
         machine.maxBodyBytes = route.maxBodyBytes
     }
 
-    /// Takes the decision over (`consuming`): its outcome is moved into the exchange, not copied.
+    /// Takes the decision over (`consuming`): its outcome is swapped into the exchange, not copied (an assignment
+    /// copied it, its strings retained, and then destroyed both the decision and the exchange's old outcome).
     private func admitted(_ decision: consuming AppCheckDecision) {
         // A late answer for an exchange cancelled meanwhile changes nothing.
         guard machine.isAdmitting else { return }
-        appCheck = decision.outcome
+        swap(&appCheck, &decision.outcome)
         appCheckStage = .decided
         if let rejection = decision.rejection {
             respondError(status: rejection.status, code: rejection.code, reason: rejection.reason, close: false,
