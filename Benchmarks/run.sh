@@ -217,6 +217,28 @@ metrics_summary() {
 reset_case_opts() { CMP_TOOL=wrk; CMP_NGINX_ARGS=(); CMP_GATEWAY_ARGS=(); CMP_GATEWAY_PREP=""; CMP_HAPROXY_URL=""; CMP_HAPROXY_ARGS=(); }
 reset_case_opts
 
+# CPU time (issue 38's profile): on a shared machine req/s moves with whatever else runs, while the CPU each proxy
+# spends per request (user + system, kernel socket work included, which callgrind does not see) moves much less.
+# cpu_ticks PID...: user + system clock ticks of those processes (all their threads) so far.
+cpu_ticks() {
+    local t=0 p
+    for p in "$@"; do [[ -r "/proc/$p/stat" ]] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+    echo "$t"
+}
+# proxy_pids PROXY: the processes that serve (nginx's workers, HAProxy and its workers, the gateway).
+proxy_pids() {
+    case "$1" in
+        nginx) pgrep -P "$NGINX_PROXY_PID" | xargs ;;
+        haproxy) echo "$HAPROXY_PID $(pgrep -P "$HAPROXY_PID" | xargs)" ;;
+        *) echo "$GATEWAY_PID" ;;
+    esac
+}
+# requests_done TOOL FILE: the requests the load tool completed (wrk: "N requests in", h2load: "requests: ... N done").
+requests_done() {
+    if [[ $1 == wrk ]]; then awk '/ requests in / { print $1; exit }' "$2"; else awk '/^requests:/ { print $6; exit }' "$2"; fi
+}
+CLK_TCK="$(getconf CLK_TCK)"
+
 # check_alive NAME PID LOGFILE: notes a crash of a proxy under test.
 check_alive() {
     if ! kill -0 "$2" 2>/dev/null; then
@@ -230,7 +252,8 @@ check_alive() {
 compare_case() {
     local case="$1" nurl="$2" gurl="$3"; shift 3
     local r proxy url f a b c d tag=""
-    local -A rps p50 p99 errs
+    local -A rps p50 p99 errs cpu
+    local pids t0 t1 n
     local -a nargs gargs hargs proxies=(nginx gateway)
     if ((${#CMP_NGINX_ARGS[@]})); then nargs=("${CMP_NGINX_ARGS[@]}"); else nargs=("$@"); fi
     if ((${#CMP_GATEWAY_ARGS[@]})); then gargs=("${CMP_GATEWAY_ARGS[@]}"); else gargs=("$@"); fi
@@ -245,20 +268,29 @@ compare_case() {
             f="$RAW_DIR/$(tr -cs 'A-Za-z0-9.=-' '_' <<<"$case" | sed 's/_*$//')-$proxy-$r.txt"
             if [[ $proxy == nginx ]]; then
                 url="$nurl"
+                pids="$(proxy_pids nginx)"; t0="$(cpu_ticks $pids)"
                 "run_$CMP_TOOL" "$case/$proxy" "$url" "$f" "${nargs[@]}"
             elif [[ $proxy == haproxy ]]; then
                 url="$CMP_HAPROXY_URL"
+                pids="$(proxy_pids haproxy)"; t0="$(cpu_ticks $pids)"
                 "run_$CMP_TOOL" "$case/$proxy" "$url" "$f" "${hargs[@]}"
             else
                 url="$gurl"
                 [[ -z "$CMP_GATEWAY_PREP" ]] || "$CMP_GATEWAY_PREP" "$r"
+                pids="$(proxy_pids gateway)"; t0="$(cpu_ticks $pids)"
                 "run_$CMP_TOOL" "$case/$proxy" "$url" "$f" "${gargs[@]}"
+                t1="$(cpu_ticks $pids)"
                 save_metrics "$f.metrics"
                 log "  round $r gateway metrics: $(metrics_summary "$f.metrics")"
             fi
+            [[ $proxy == gateway ]] || t1="$(cpu_ticks $pids)"
+            n="$(requests_done "$CMP_TOOL" "$f")"
+            # Microseconds of CPU per request (user + system), when the tool counted requests.
+            [[ "${n:-0}" =~ ^[0-9]+$ && "$n" -gt 0 ]] \
+                && cpu[$proxy]+="$(awk -v t=$((t1 - t0)) -v k="$CLK_TCK" -v n="$n" 'BEGIN { printf "%.1f", t * 1e6 / k / n }') "
             read -r a b c d <<<"$("parse_$CMP_TOOL" "$f")"
             rm -f "$f.log"   # h2load's per-request log: large, only needed for the percentiles
-            log "  round $r $proxy: $a req/s, p50 ${b} ms, p99 ${c} ms, errors $d (load $(cut -d" " -f1-3 /proc/loadavg))"
+            log "  round $r $proxy: $a req/s, p50 ${b} ms, p99 ${c} ms, errors $d, CPU $((t1 - t0)) ticks for ${n:-?} requests (load $(cut -d" " -f1-3 /proc/loadavg))"
             rps[$proxy]+="$a "; p50[$proxy]+="$b "; p99[$proxy]+="$c "
             errs[$proxy]=$(( ${errs[$proxy]:-0} + (d < 0 ? 0 : d) ))
             if ((d != 0)); then
@@ -290,11 +322,14 @@ compare_case() {
             NOTES+=("$case/$proxy: req/s varied by ${spread}% between rounds ($(xargs <<<"${rps[$proxy]}")) -- the machine was busy; rerun with more --rounds or when it is idle")
         fi
     done
-    local tr_ratio p99_ratio
+    local tr_ratio p99_ratio ncpu gcpu cpu_ratio
     tr_ratio=$(awk -v g="$gr" -v n="$nr" 'BEGIN { if (n > 0) printf "%.2f", g / n; else print "n/a" }')
     p99_ratio=$(awk -v g="$gp99" -v n="$np99" 'BEGIN { if (n > 0) printf "%.2f", g / n; else print "n/a" }')
-    ROWS+=("$(printf '| %s | %.0f | %.3f | %.3f | %.0f | %.3f | %.3f | %s | %s | %s / %s |' \
-        "$case$tag" "$nr" "$np50" "$np99" "$gr" "$gp50" "$gp99" "$tr_ratio" "$p99_ratio" "${errs[nginx]:-0}" "${errs[gateway]:-0}")")
+    ncpu=$(tr ' ' '\n' <<<"${cpu[nginx]:-}" | grep . | median || true); gcpu=$(tr ' ' '\n' <<<"${cpu[gateway]:-}" | grep . | median || true)
+    cpu_ratio=$(awk -v g="${gcpu:-0}" -v n="${ncpu:-0}" 'BEGIN { if (n > 0 && g > 0) printf "%.2f", g / n; else print "n/a" }')
+    ROWS+=("$(printf '| %s | %.0f | %.3f | %.3f | %.0f | %.3f | %.3f | %s | %s | %s / %s | %s | %s | %s |' \
+        "$case$tag" "$nr" "$np50" "$np99" "$gr" "$gp50" "$gp99" "$tr_ratio" "$p99_ratio" "${errs[nginx]:-0}" "${errs[gateway]:-0}" \
+        "${ncpu:-n/a}" "${gcpu:-n/a}" "$cpu_ratio")")
     if [[ -n "$CMP_HAPROXY_URL" ]]; then
         local hr hp99
         hr=$(tr ' ' '\n' <<<"${rps[haproxy]}" | grep . | median); hp99=$(tr ' ' '\n' <<<"${p99[haproxy]}" | grep . | median)
@@ -893,9 +928,11 @@ fi
     echo "Load: \`wrk -t1 -c$WRK_CONNECTIONS -d${DURATION}s --latency\`, nginx and gateway alternated, $ROUNDS rounds each;"
     echo "each figure is the **median** of the rounds (per metric). Gateway log_level warning. Latencies in ms."
     echo "Ratios are gateway/nginx: throughput > 1 means the gateway is faster; p99 < 1 means the gateway's tail is lower."
+    echo "CPU: microseconds of CPU (user + system, from /proc) per request of each proxy's serving processes, median of the"
+    echo "rounds; a CPU ratio < 1 means the gateway spends less of the machine per request."
     echo
-    echo "| case | nginx req/s | nginx p50 | nginx p99 | gateway req/s | gateway p50 | gateway p99 | throughput ratio | p99 ratio | errors nginx / gateway |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| case | nginx req/s | nginx p50 | nginx p99 | gateway req/s | gateway p50 | gateway p99 | throughput ratio | p99 ratio | errors nginx / gateway | nginx CPU µs/req | gateway CPU µs/req | CPU ratio |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     printf '%s\n' "${ROWS[@]}"
     if ((${#HAPROXY_ROWS[@]})); then
         echo

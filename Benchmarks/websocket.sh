@@ -9,7 +9,13 @@
 # and the figure is its instructions per echoed message (MESSAGES echoes after 2,000 unmeasured ones; the 64
 # handshakes of the measured client run are inside the window on both sides): repeatable on a busy machine.
 #
-# usage: Benchmarks/websocket.sh [--tunnels 64] [--size 1024] [--duration 5] [--rounds 3] [--callgrind [--messages 20000]]
+# With --cpu, instead: the CPU time each proxy spends (user and system, from /proc/PID/stat, all its threads) on
+# MESSAGES echoes after 2,000 unmeasured ones, nginx then the gateway in each of ROUNDS rounds: what the relay costs
+# the machine, kernel included, which callgrind does not see (its socket calls are most of it). Less noisy than
+# messages/s on a shared machine, though other load still inflates both.
+#
+# usage: Benchmarks/websocket.sh [--tunnels 64] [--size 1024] [--duration 5] [--rounds 3]
+#                                [--callgrind [--messages 20000] | --cpu [--messages 200000]]
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -19,6 +25,7 @@ SIZE=1024
 DURATION=5
 ROUNDS=3
 CALLGRIND=0
+CPU=0
 MESSAGES=20000
 while (($#)); do
     case "$1" in
@@ -27,8 +34,9 @@ while (($#)); do
         --duration) DURATION="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --callgrind) CALLGRIND=1; shift ;;
+        --cpu) CPU=1; shift ;;
         --messages) MESSAGES="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -73,6 +81,47 @@ run_client() {  # run_client PORT -> prints the rate
     echo "$out" >&2
     echo "$out" | sed -n 's/.*rate=\([0-9]*\)\/s.*/\1/p'
 }
+
+median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+if ((CPU)); then
+    ((CALLGRIND)) && die "--cpu and --callgrind are two different measurements: pick one"
+    [[ "$MESSAGES" == 20000 ]] && MESSAGES=200000
+    tck="$(getconf CLK_TCK)"
+    ticks() { awk '{ print $14 + $15, $14, $15 }' "/proc/$1/stat"; }   # utime + stime of the whole process
+    # cpu_measure NAME PID PORT: warm-up, MESSAGES echoes; prints "total user system" ticks of those echoes.
+    cpu_measure() {
+        local name="$1" pid="$2" port="$3" before after line
+        "$BENCH_TMP/wsbench" client "$port" "$TUNNELS" "$SIZE" 600 0 2000 >/dev/null || die "$name: warm-up failed"
+        read -r -a before <<<"$(ticks "$pid")"
+        line="$("$BENCH_TMP/wsbench" client "$port" "$TUNNELS" "$SIZE" 600 0 "$MESSAGES")" || die "$name: client failed: $line"
+        read -r -a after <<<"$(ticks "$pid")"
+        echo "$((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2]))"
+    }
+    sed -i 's/^master_process on;/master_process off;/' "$conf"   # one process: the worker is the one measured
+    declare -a NGT GWT
+    echo
+    echo "WebSocket echo, CPU time per 100,000 echoed messages ($TUNNELS tunnels, $SIZE-byte messages, $MESSAGES measured per round; ms, user + system)"
+    echo
+    echo "| round | load | nginx total (user / system) | gateway total (user / system) | gateway / nginx |"
+    echo "|---|---|---:|---:|---:|"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        load="$(cut -d' ' -f1 /proc/loadavg)"
+        _start_nginx nginx-ws "$conf" "$NGINX_PORT"
+        read -r nt nu ns <<<"$(cpu_measure nginx "$NGINX_PID" "$NGINX_PORT")"
+        stop_pid "$NGINX_PID"
+        start_gateway "$BENCH_TMP/gateway.yaml" "$ADMIN_PORT"
+        read -r gt gu gs <<<"$(cpu_measure gateway "$GATEWAY_PID" "$GATEWAY_PORT")"
+        stop_pid "$GATEWAY_PID"
+        ms() { awk -v t="$1" -v tck="$tck" -v m="$MESSAGES" 'BEGIN { printf "%.0f", t * 1000 / tck * 100000 / m }'; }
+        NGT+=("$(ms "$nt")"); GWT+=("$(ms "$gt")")
+        echo "| $r | $load | $(ms "$nt") ($(ms "$nu") / $(ms "$ns")) | $(ms "$gt") ($(ms "$gu") / $(ms "$gs")) | $(awk -v g="$gt" -v n="$nt" 'BEGIN { printf "%.2f", g / n }') |"
+    done
+    ng="$(median "${NGT[@]}")"; gw="$(median "${GWT[@]}")"
+    echo
+    echo "medians: nginx $ng ms, gateway $gw ms per 100,000 messages; gateway / nginx: $(awk -v g="$gw" -v n="$ng" 'BEGIN { printf "%.2f", g / n }') (below 1: the gateway uses less CPU)"
+    exit 0
+fi
 
 if ((CALLGRIND)); then
     for tool in valgrind callgrind_control objcopy; do command -v "$tool" >/dev/null || die "$tool not found"; done
@@ -124,7 +173,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
     stop_pid "$GATEWAY_PID"
 done
 
-median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 ng="$(median "${NG[@]}")"; gw="$(median "${GW[@]}")"
 echo
 echo "WebSocket echo, $TUNNELS tunnels, $SIZE-byte messages, ${DURATION}s per round, $ROUNDS rounds (load at end: $(cut -d' ' -f1-3 /proc/loadavg))"
