@@ -38,44 +38,51 @@ public enum AppCheckVerifier {
     ///
     /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
     public static func checkClaims(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double) -> Result<VerifiedClaims, AppCheckReason> {
-        guard case .value(let iss) = claims.iss else { return .failure(.malformed) }
-        guard utf8Equal(iss, policy.issuer) else { return .failure(.wrongIssuer) }
+        do { return .success(try verifiedClaims(claims, policy: policy, now: now)) } catch { return .failure(error) }
+    }
 
-        guard case .value(let audMembers) = claims.aud else { return .failure(.malformed) }
+    /// `checkClaims` that returns the claims themselves and throws the reason: the caller owns the value returned (a
+    /// `Result` switched on was copied, its strings retained and released once more).
+    public static func verifiedClaims(_ claims: TokenClaims, policy: AppCheckPolicy,
+                                      now: Double) throws(AppCheckReason) -> VerifiedClaims {
+        guard case .value(let iss) = claims.iss else { throw .malformed }
+        guard utf8Equal(iss, policy.issuer) else { throw .wrongIssuer }
+
+        guard case .value(let audMembers) = claims.aud else { throw .malformed }
         for required in policy.requiredAudiences
         where !audMembers.contains(where: { if case .string(let member) = $0 { utf8Equal(member, required) } else { false } }) {
-            return .failure(.wrongAudience)
+            throw .wrongAudience
         }
 
-        guard case .value(let sub) = claims.sub, claims.subIsHeaderSafe else { return .failure(.malformed) }
-        guard policy.allows(appId: sub) else { return .failure(.appNotAllowed) }
+        guard case .value(let sub) = claims.sub, claims.subIsHeaderSafe else { throw .malformed }
+        guard policy.allows(appId: sub) else { throw .appNotAllowed }
 
-        guard case .value(let exp) = claims.exp, case .value(let iat) = claims.iat else { return .failure(.malformed) }
-        guard now < exp + policy.clockSkew else { return .failure(.expired) }
-        guard iat <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
-        guard exp - iat <= policy.maxLifetime else { return .failure(.lifetimeTooLong) }
+        guard case .value(let exp) = claims.exp, case .value(let iat) = claims.iat else { throw .malformed }
+        guard now < exp + policy.clockSkew else { throw .expired }
+        guard iat <= now + policy.clockSkew else { throw .issuedInFuture }
+        guard exp - iat <= policy.maxLifetime else { throw .lifetimeTooLong }
 
         switch claims.nbf {
         case .absent: break
-        case .wrongType: return .failure(.malformed)
-        case .value(let nbf): guard nbf <= now + policy.clockSkew else { return .failure(.issuedInFuture) }
+        case .wrongType: throw .malformed
+        case .value(let nbf): guard nbf <= now + policy.clockSkew else { throw .issuedInFuture }
         }
 
         var jti: String? = nil
         switch claims.jti {
         case .absent: break
-        case .wrongType: return .failure(.malformed)
+        case .wrongType: throw .malformed
         case .value(let value):
-            guard !value.isEmpty else { return .failure(.malformed) }
+            guard !value.isEmpty else { throw .malformed }
             jti = value
         }
 
         var provider: String? = nil
         switch claims.provider {
         case .absent: break
-        case .wrongType: return .failure(.malformed)
+        case .wrongType: throw .malformed
         case .value(let value):
-            guard !value.isEmpty else { return .failure(.malformed) }
+            guard !value.isEmpty else { throw .malformed }
             provider = value
         }
 
@@ -84,23 +91,23 @@ public enum AppCheckVerifier {
         var boundThumbprint: String? = nil
         switch claims.cnf {
         case .absent: break
-        case .wrongType: return .failure(.malformed)
+        case .wrongType: throw .malformed
         case .value(let cnf):
-            guard let jkt = cnf.member("jkt")?.stringValue, !jkt.isEmpty else { return .failure(.malformed) }
+            guard let jkt = cnf.member("jkt")?.stringValue, !jkt.isEmpty else { throw .malformed }
             boundThumbprint = jkt
         }
 
-        guard claims.audAllStrings, case .value(let audiences) = claims.aud else { return .failure(.malformed) }  // a member not a string
+        guard claims.audAllStrings, case .value(let audiences) = claims.aud else { throw .malformed }  // a member not a string
 
         // The replay key of a token with a jti is computed from sub and jti when a store asks for it
         // (`VerifiedClaims.replayKey`); one without carries the signature key, which needs the token's bytes.
         let signatureReplayKey = jti == nil ? claims.signatureReplayKey : nil
         // TokenClaims always carries the signature key when the payload has no jti member.
-        if jti == nil && signatureReplayKey == nil { return .failure(.malformed) }
+        if jti == nil && signatureReplayKey == nil { throw .malformed }
         // Built in place in the result (no copy of a mutable local).
-        return .success(VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audienceValues: audiences,
-                                       signatureReplayKey: signatureReplayKey, provider: provider,
-                                       risk: RiskClaim(claims.risk), boundThumbprint: boundThumbprint))
+        return VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audienceValues: audiences,
+                              signatureReplayKey: signatureReplayKey, provider: provider,
+                              risk: RiskClaim(claims.risk), boundThumbprint: boundThumbprint)
     }
 
     /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.
