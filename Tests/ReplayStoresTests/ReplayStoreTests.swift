@@ -169,6 +169,10 @@ import TestSupport
         #expect(key == Array("1:123:ios:abc\nJ1".utf8).withUnsafeBytes { store.tokenIDKey($0) })
         #expect(key == store.tokenIDKey(sub: String("x1:123:ios:abc".dropFirst()), jti: "J1"))
         #expect(key != MemoryReplayStore().tokenIDKey(sub: "1:123:ios:abc", jti: "J1"))
+        // Strings too long to be stored inline (a real App ID and jti), read where their storage lies.
+        let appId = "1:123456789012:ios:0123456789abcdef", jti = "QUJDREVGR0hJSktMTU5PUA"
+        #expect(store.tokenIDKey(sub: appId, jti: jti)
+            == Array((appId + "\n" + jti).utf8).withUnsafeBytes { store.tokenIDKey($0) })
         let shards = Set((0..<2000).map { store.tokenIDKey(sub: "app", jti: "\($0)").firstByte & 63 })
         #expect(shards.count == 64)
     }
