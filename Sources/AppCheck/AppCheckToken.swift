@@ -48,18 +48,28 @@ public enum AppCheckToken {
     /// Parses `token` where it lies (in the gateway, a slice of the request head's bytes: no copy); see `parse(_:memo:)`
     /// for `[UInt8]`.
     public static func parse(_ token: ArraySlice<UInt8>, memo: ParseMemo? = nil) -> Result<ParsedToken, AppCheckReason> {
-        if token.isEmpty { return .failure(.missing) }
-        if token.count > maxLength { return .failure(.tooLarge) }
-        return token.withUnsafeBytes { parse($0, token: token, memo: memo) }
+        do { return .success(try parsed(token, memo: memo)) } catch { return .failure(error) }
     }
 
-    /// `parse` on the bytes of `token` (`raw`: the same bytes, counted from 0).
-    private static func parse(_ raw: UnsafeRawBufferPointer, token: ArraySlice<UInt8>,
-                              memo: ParseMemo?) -> Result<ParsedToken, AppCheckReason> {
-        guard let (firstDot, secondDot) = CompactJWS.dots(raw) else { return .failure(.malformed) }
+    /// `parse(_:memo:)` that returns the token itself and throws the reason: the caller owns the value returned (a
+    /// `Result` switched on was copied, every string and array of the token retained and released once more).
+    public static func parsed(_ token: ArraySlice<UInt8>, memo: ParseMemo? = nil) throws(AppCheckReason) -> ParsedToken {
+        if token.isEmpty { throw .missing }
+        if token.count > maxLength { throw .tooLarge }
+        var reason = AppCheckReason.malformed
+        guard let parsed = token.withUnsafeBytes({ parse($0, token: token, memo: memo, reason: &reason) }) else {
+            throw reason
+        }
+        return parsed
+    }
+
+    /// `parse` on the bytes of `token` (`raw`: the same bytes, counted from 0); nil with `reason` set on a refusal.
+    private static func parse(_ raw: UnsafeRawBufferPointer, token: ArraySlice<UInt8>, memo: ParseMemo?,
+                              reason: inout AppCheckReason) -> ParsedToken? {
+        guard let (firstDot, secondDot) = CompactJWS.dots(raw) else { reason = .malformed; return nil }
         let signaturePart = UnsafeRawBufferPointer(rebasing: raw[(secondDot + 1)...])
         let decoded = if let memo { memo.decodeSignature(signaturePart) } else { Base64URL.decode(signaturePart) }
-        guard let signature = decoded else { return .failure(.malformed) }
+        guard let signature = decoded else { reason = .malformed; return nil }
 
         // Header and payload are decoded onto the stack and checked as strict JSON objects in one pass each, exactly
         // as `StrictJSON.parse` would judge them (`CompactJWS.decode`), without building either: only the members
@@ -73,15 +83,15 @@ public enum AppCheckToken {
             && decodeAndScan(UnsafeRawBufferPointer(rebasing: raw[(firstDot + 1)..<secondDot]), into: &payload,
                              strings: memo?.claimStrings, memoSlots: TokenClaims.memoSlots, payloads: memo,
                              select: TokenClaims.claimSlot)
-        guard wellFormed else { return .failure(.malformed) }
+        guard wellFormed else { reason = .malformed; return nil }
         let kid: String
         if let knownKid {
             kid = knownKid
         } else {
-            guard let alg = header.v0, alg.stringEquals(algorithm) else { return .failure(.unsupportedAlgorithm) }
-            guard let typ = header.v1, typ.stringEquals(type) else { return .failure(.wrongType) }
-            guard let headerKid = header.v2?.stringValue, !headerKid.isEmpty else { return .failure(.malformed) }
-            if header.v3 != nil { return .failure(.malformed) }  // a forbidden header parameter
+            guard let alg = header.v0, alg.stringEquals(algorithm) else { reason = .unsupportedAlgorithm; return nil }
+            guard let typ = header.v1, typ.stringEquals(type) else { reason = .wrongType; return nil }
+            guard let headerKid = header.v2?.stringValue, !headerKid.isEmpty else { reason = .malformed; return nil }
+            if header.v3 != nil { reason = .malformed; return nil }  // a forbidden header parameter
             kid = headerKid
             memo?.remember(headerPart, kid: kid)
         }
@@ -93,8 +103,8 @@ public enum AppCheckToken {
             material.append(contentsOf: signature)
             return material.withUnsafeBytes { SHA256Digest.value($0) }
         }
-        return .success(ParsedToken(token: token, kid: kid, firstDot: firstDot, claims: claims,
-                                    signature: signature, signingInputRange: signingInputRange))
+        return ParsedToken(token: token, kid: kid, firstDot: firstDot, claims: claims, signature: signature,
+                           signingInputRange: signingInputRange)
     }
 
     /// Decodes one base64url part onto the stack and scans it as a strict JSON object of at most `maxLength` bytes

@@ -38,13 +38,13 @@ public enum AppCheckVerifier {
     ///
     /// A claim that is missing or of the wrong JSON type is `malformed` at its own position in this order.
     public static func checkClaims(_ claims: TokenClaims, policy: AppCheckPolicy, now: Double) -> Result<VerifiedClaims, AppCheckReason> {
-        Result { () throws(AppCheckReason) in try claimsPassing(claims, policy: policy, now: now) }
+        do { return .success(try verifiedClaims(claims, policy: policy, now: now)) } catch { return .failure(error) }
     }
 
-    /// `checkClaims(_:policy:now:)` with the reason thrown (typed): a caller on the request path takes the claims as
-    /// the call returns them, where a `Result` was copied out of and then destroyed (some 150 instructions a token).
-    public static func claimsPassing(_ claims: TokenClaims, policy: AppCheckPolicy,
-                                     now: Double) throws(AppCheckReason) -> VerifiedClaims {
+    /// `checkClaims` that returns the claims themselves and throws the reason: the caller owns the value returned (a
+    /// `Result` switched on was copied, its strings retained and released once more).
+    public static func verifiedClaims(_ claims: TokenClaims, policy: AppCheckPolicy,
+                                      now: Double) throws(AppCheckReason) -> VerifiedClaims {
         // String claims are read through `value` (a borrow of the stored enum, then the string alone): a `case .value`
         // pattern copied the whole enum first, through its value witness (some 50 instructions a claim, every token).
         guard let iss = claims.iss.value else { throw .malformed }
@@ -94,10 +94,10 @@ public enum AppCheckVerifier {
         let signatureReplayKey = jti == nil ? claims.signatureReplayKey : nil
         // TokenClaims always carries the signature key when the payload has no jti member.
         if jti == nil && signatureReplayKey == nil { throw .malformed }
-        // Built in place in the result (no copy of a mutable local).
+        // Built in place as the return value (no copy of a mutable local).
         return VerifiedClaims(appId: sub, expiresAt: exp, issuedAt: iat, jti: jti, audienceValues: audiences,
-                                       signatureReplayKey: signatureReplayKey, provider: provider,
-                                       risk: RiskClaim(claims.risk), boundThumbprint: boundThumbprint)
+                              signatureReplayKey: signatureReplayKey, provider: provider,
+                              risk: RiskClaim(claims.risk), boundThumbprint: boundThumbprint)
     }
 
     /// The longest `sub` accepted (docs/behaviour.md): Firebase App IDs are under 100 characters.
@@ -109,27 +109,33 @@ public enum AppCheckVerifier {
         return Array(sub.utf8).withUnsafeBufferPointer { isHeaderSafeAppId($0) }
     }
 
-    /// The bytes test of `isHeaderSafeAppId`: eight bytes a step while all are in 0x21–0x7E (no byte below 0x21, none
-    /// from 0x7F: the word tests of "has a byte less than n" and "has a byte of at least 0x7F"), then byte by byte.
+    /// The bytes test of `isHeaderSafeAppId`: eight bytes a step (no byte below 0x21, none from 0x7F: the word tests of
+    /// "has a byte less than n" and "has a byte of at least 0x7F"), the verdicts of all words ORed and judged once; the
+    /// bytes after the last whole word as the eight bytes that end the ID (read again in part: a byte judged twice gets
+    /// the same verdict), so no byte goes alone unless the ID is shorter than eight.
     static func isHeaderSafeAppId(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         guard utf8.count >= 1 && utf8.count <= maxAppIdLength, let base = utf8.baseAddress else { return false }
+        let count = utf8.count
+        if count < 8 {
+            for i in 0..<count where utf8[i] < 0x21 || utf8[i] > 0x7E { return false }
+            return true
+        }
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        // The high bit of a byte is set for a byte below 0x21 (exact for "any byte": a borrow starts only at one), or a
+        // byte of 0x7F or more (adding 1 to each 7-bit part carries into the high bit exactly from 0x7F; a byte with the
+        // high bit set already is caught by `word` itself).
+        @inline(__always) func flags(_ word: UInt64) -> UInt64 {
+            ((word &- ones &* 0x21) & ~word) | ((word & ~highs) &+ ones) | word
+        }
+        let raw = UnsafeRawPointer(base)
+        var found: UInt64 = 0
         var i = 0
-        while i + 8 <= utf8.count {
-            let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-            // A byte below 0x21, or a byte of 0x7F or more (adding 1 to each 7-bit part carries into the high bit
-            // exactly from 0x7F; a byte with the high bit set already is caught by `word` itself).
-            let below = (word &- ones &* 0x21) & ~word
-            let above = ((word & ~highs) &+ ones) | word
-            if (below | above) & highs != 0 { return false }
-            i += 8
+        while i &+ 8 <= count {
+            found |= flags(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            i &+= 8
         }
-        while i < utf8.count {
-            let byte = utf8[i]
-            if byte < 0x21 || byte > 0x7E { return false }
-            i += 1
-        }
-        return true
+        if i < count { found |= flags(raw.loadUnaligned(fromByteOffset: count &- 8, as: UInt64.self)) }
+        return found & highs == 0
     }
 
     /// Step 7 (docs/behaviour.md): when the route lists `providers`, the token's `provider` claim — `unspecified` when

@@ -356,6 +356,22 @@ public enum StrictJSON {
                 var value: Int64 = 0
                 var at = position
                 let end = bytes.count
+                // Eight digits at once when the next eight bytes are all digits (an `iat` or `exp` has ten): their
+                // value by three multiply-and-add steps on the word (the first digit in its lowest byte), the same as
+                // the loop's eight steps (all eight are within its 18 digits).
+                if end &- at >= 8, let base = bytes.baseAddress {
+                    let word = UnsafeRawPointer(base + at).loadUnaligned(as: UInt64.self)
+                    // A byte is a digit exactly when its high nibble is 3, and still 3 after adding 6.
+                    let nibbles: UInt64 = 0xF0F0_F0F0_F0F0_F0F0
+                    if (word & nibbles) | (((word &+ 0x0606_0606_0606_0606) & nibbles) >> 4) == 0x3333_3333_3333_3333 {
+                        var digits = UInt64(littleEndian: word) &- 0x3030_3030_3030_3030
+                        digits = (digits &* 10 &+ (digits >> 8)) & 0x00FF_00FF_00FF_00FF
+                        digits = (digits &* 100 &+ (digits >> 16)) & 0x0000_FFFF_0000_FFFF
+                        digits = (digits &* 10_000 &+ (digits >> 32)) & 0xFFFF_FFFF
+                        value = Int64(digits)
+                        at &+= 8
+                    }
+                }
                 while at < end {
                     let digit = bytes[at] &- UInt8(ascii: "0")
                     guard digit < 10 else { break }

@@ -110,18 +110,26 @@ public final class MemoryReplayStore: ReplayStore {
         return ReplayKey(words: (first, second, Self.tokenIDTag, Self.tokenIDTag))
     }
 
-    /// `tokenIDKey` of sub + "\n" + jti, assembled on the stack from the strings' UTF-8.
+    /// `tokenIDKey` of sub + "\n" + jti, assembled on the stack from the strings' UTF-8, read in place (a mutable copy
+    /// of each string for `withUTF8` cost a retain and a release apiece, per token).
     func tokenIDKey(sub: String, jti: String) -> ReplayKey {
-        var sub = sub, jti = jti
-        return sub.withUTF8 { s in
-            jti.withUTF8 { j in
-                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: s.count + 1 + j.count) { material in
-                    _ = material.initialize(fromContentsOf: s)
-                    material[s.count] = UInt8(ascii: "\n")
-                    _ = UnsafeMutableBufferPointer(rebasing: material[(s.count + 1)...]).initialize(fromContentsOf: j)
-                    return tokenIDKey(UnsafeRawBufferPointer(material))
-                }
-            }
+        let key = sub.utf8.withContiguousStorageIfAvailable { s in
+            jti.utf8.withContiguousStorageIfAvailable { j in tokenIDKey(s, j) }
+        }
+        if let key, let key { return key }
+        // Only a string that is not native UTF-8 (never one the token parser made) comes here.
+        return Array(sub.utf8).withUnsafeBufferPointer { s in
+            Array(jti.utf8).withUnsafeBufferPointer { j in tokenIDKey(s, j) }
+        }
+    }
+
+    /// `tokenIDKey` of `sub` + "\n" + `jti`.
+    private func tokenIDKey(_ s: UnsafeBufferPointer<UInt8>, _ j: UnsafeBufferPointer<UInt8>) -> ReplayKey {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: s.count + 1 + j.count) { material in
+            _ = material.initialize(fromContentsOf: s)
+            material[s.count] = UInt8(ascii: "\n")
+            _ = UnsafeMutableBufferPointer(rebasing: material[(s.count + 1)...]).initialize(fromContentsOf: j)
+            return tokenIDKey(UnsafeRawBufferPointer(material))
         }
     }
 

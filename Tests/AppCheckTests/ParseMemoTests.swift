@@ -169,6 +169,45 @@ import Testing
         }
     }
 
+    /// The bytes between a remembered tail's values are compared in place by size (one byte, two or three, four to
+    /// seven, eight to sixteen, more): a tail whose between-bytes are of each size, changed at every byte, scans through
+    /// the memo to exactly the full scan's slots or refusal.
+    @Test func tailBytesOfEverySizeCompareByteForByte() {
+        func scanned(_ bytes: [UInt8], memo: StrictJSON.StringMemo?) -> String {
+            var slots = StrictJSON.MemberSlots()
+            do {
+                try bytes.withUnsafeBufferPointer { (buffer) throws(StrictJSON.ParseError) in
+                    try StrictJSON.scanObject(buffer, into: &slots, strings: memo, memoSlots: TokenClaims.memoSlots,
+                                              select: TokenClaims.claimSlot)
+                }
+            } catch {
+                return "refused \(error)"
+            }
+            return "\((0..<StrictJSON.MemberSlots.count).map { String(describing: slots.get($0)) })"
+        }
+        // Between values: `"exp":` 6 bytes, `,"iat":` 7, `,"provider":` 12, `,"nbf"` and twelve spaces and `:` 19,
+        // `,"risk":` 8; then `}` 1 or `  }` 3 (and `,"jti":` 7 before a 2-byte close).
+        let tails = [
+            #""exp":1,"iat":2,"provider":"p","nbf"            :0,"risk":1}"#,
+            #""exp":1,"iat":2,"provider":"p","nbf"            :0,"risk":1  }"#,
+            #""exp":1,"jti":"j" }"#,
+        ]
+        let start = Array(Self.prefix.utf8)
+        for tail in tails {
+            let memo = StrictJSON.StringMemo()
+            let first = start + Array(tail.utf8)
+            #expect(scanned(first, memo: memo) == scanned(first, memo: nil))
+            #expect(scanned(first, memo: memo) == scanned(first, memo: nil))
+            for position in start.count..<first.count {
+                for byte in [UInt8(ascii: "x"), UInt8(ascii: " "), UInt8(ascii: "\""), UInt8(ascii: "}")] where byte != first[position] {
+                    var changed = first
+                    changed[position] = byte
+                    #expect(scanned(changed, memo: memo) == scanned(changed, memo: nil), "\(tail) at \(position - start.count)")
+                }
+            }
+        }
+    }
+
     /// Payload parts that share their first characters with the one the memo remembers decode, through the memo,
     /// to exactly what they decode to alone: whatever they share (less than a quantum, whole quanta, all of it), and
     /// when the rest is refused (a foreign character, non-canonical last bits, a length no encoding has).

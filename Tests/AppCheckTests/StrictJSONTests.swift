@@ -33,6 +33,41 @@ import Testing
         #expect(error(#"{"a":{"b":1},"c":{"b":1}}"#) == nil)
     }
 
+    /// Integers of every length from 1 to 20 digits, with and without a sign, alone, inside an array and followed by a
+    /// fraction, an exponent or a foreign byte at every position: the value is the text's (`Double(String)`), and every
+    /// foreign byte is refused, whether it falls among the eight digits read at once or after them.
+    @Test func integersOfEveryLength() {
+        var seed: UInt64 = 0x2545_F491_4F6C_DD1D
+        func digit() -> UInt8 {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return UInt8(ascii: "0") + UInt8((seed >> 33) % 10)
+        }
+        for length in 1...20 {
+            var digits = (0..<length).map { _ in digit() }
+            if digits[0] == UInt8(ascii: "0") { digits[0] = UInt8(ascii: "7") }
+            for sign in ["", "-"] {
+                let text = sign + String(decoding: digits, as: UTF8.self)
+                #expect(parse(text) == .number(Double(text)!, isInteger: true), "\(text)")
+                #expect(parse("[\(text),1]") == .array([.number(Double(text)!, isInteger: true), .number(1, isInteger: true)]))
+                #expect(parse(text + ".25") == .number(Double(text + ".25")!, isInteger: false), "\(text).25")
+                #expect(parse(text + "e2") == .number(Double(text + "e2")!, isInteger: false), "\(text)e2")
+                for position in 1..<length {
+                    for foreign in ["/", ":", "a", "-", "+", "\u{0}", "é"] {  // (a space last would be whitespace after the number)
+                        var bad = digits
+                        bad[position] = Array(foreign.utf8)[0]
+                        let badText = sign + String(decoding: bad, as: UTF8.self)
+                        #expect(parse(badText) == nil, "\(badText)")
+                    }
+                }
+            }
+        }
+        #expect(parse("12345678") == .number(12_345_678, isInteger: true))
+        #expect(parse("99999999") == .number(99_999_999, isInteger: true))
+        #expect(parse("10000000000") == .number(10_000_000_000, isInteger: true))
+        #expect(parse("1764000000") == .number(1_764_000_000, isInteger: true))
+        #expect(parse("012345678") == nil)
+    }
+
     @Test(arguments: ["01", "-01", "+1", ".5", "1.", "1.e3", "1e", "1e+", "-", "--1", "0x10", "1e999", "-1e999",
                       "NaN", "Infinity"])
     func rejectsBadNumbers(_ text: String) {

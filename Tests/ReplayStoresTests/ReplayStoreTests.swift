@@ -169,6 +169,10 @@ import TestSupport
         #expect(key == Array("1:123:ios:abc\nJ1".utf8).withUnsafeBytes { store.tokenIDKey($0) })
         #expect(key == store.tokenIDKey(sub: String("x1:123:ios:abc".dropFirst()), jti: "J1"))
         #expect(key != MemoryReplayStore().tokenIDKey(sub: "1:123:ios:abc", jti: "J1"))
+        // Strings too long to be stored inline (a real App ID and jti), read where their storage lies.
+        let appId = "1:123456789012:ios:0123456789abcdef", jti = "QUJDREVGR0hJSktMTU5PUA"
+        #expect(store.tokenIDKey(sub: appId, jti: jti)
+            == Array((appId + "\n" + jti).utf8).withUnsafeBytes { store.tokenIDKey($0) })
         let shards = Set((0..<2000).map { store.tokenIDKey(sub: "app", jti: "\($0)").firstByte & 63 })
         #expect(shards.count == 64)
     }
@@ -208,6 +212,54 @@ import TestSupport
             seen.insert(h.0)
         }
         #expect(seen.count == 21)
+    }
+
+    /// A plain SipHash-c-d for the tests: the message padded to whole words with its length in the last byte, as the
+    /// paper writes it (no overlapping loads), in its 64- and 128-bit forms.
+    static func referenceSipHash(_ message: [UInt8], key: (UInt64, UInt64), c: Int, d: Int, wide: Bool) -> (UInt64, UInt64) {
+        func rotl(_ x: UInt64, _ b: UInt64) -> UInt64 { x << b | x >> (64 - b) }
+        var v0 = key.0 ^ 0x736F_6D65_7073_6575, v1 = key.1 ^ 0x646F_7261_6E64_6F6D ^ (wide ? 0xEE : 0)
+        var v2 = key.0 ^ 0x6C79_6765_6E65_7261, v3 = key.1 ^ 0x7465_6462_7974_6573
+        func round() {
+            v0 = v0 &+ v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32)
+            v2 = v2 &+ v3; v3 = rotl(v3, 16); v3 ^= v2
+            v0 = v0 &+ v3; v3 = rotl(v3, 21); v3 ^= v0
+            v2 = v2 &+ v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32)
+        }
+        var padded = message
+        while padded.count % 8 != 7 { padded.append(0) }
+        padded.append(UInt8(truncatingIfNeeded: message.count))
+        for w in stride(from: 0, to: padded.count, by: 8) {
+            let m = (0..<8).reduce(UInt64(0)) { $0 | UInt64(padded[w + $1]) << (8 * UInt64($1)) }
+            v3 ^= m
+            for _ in 0..<c { round() }
+            v0 ^= m
+        }
+        v2 ^= wide ? 0xEE : 0xFF
+        for _ in 0..<d { round() }
+        let first = v0 ^ v1 ^ v2 ^ v3
+        guard wide else { return (first, 0) }
+        v1 ^= 0xDD
+        for _ in 0..<d { round() }
+        return (first, v0 ^ v1 ^ v2 ^ v3)
+    }
+
+    /// Every length from 0 to 64 bytes (whole words, then the remaining bytes, read as the top of the last eight once
+    /// there are eight) against the plain reference, for SipHash-2-4 and the SipHash-1-3 the stores use, both widths.
+    @Test func sipHashMatchesAPlainReferenceOnEveryLength() {
+        let key: (UInt64, UInt64) = (0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210)
+        for count in 0...64 {
+            let m = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 113) }
+            m.withUnsafeBytes { bytes in
+                #expect(SipHash.hash64(bytes, key: key) == Self.referenceSipHash(m, key: key, c: 2, d: 4, wide: false).0)
+                let wide = SipHash.hash128(bytes, key: key)
+                let wideReference = Self.referenceSipHash(m, key: key, c: 2, d: 4, wide: true)
+                #expect(wide.0 == wideReference.0 && wide.1 == wideReference.1, "length \(count)")
+                let fast = SipHash.hash128(bytes, key: key, compressionRounds: 1, finalizationRounds: 3)
+                let fastReference = Self.referenceSipHash(m, key: key, c: 1, d: 3, wide: true)
+                #expect(fast.0 == fastReference.0 && fast.1 == fastReference.1, "length \(count)")
+            }
+        }
     }
 
     @Test func rejectsBadKeyLengthAndClosedStore() {

@@ -221,11 +221,11 @@ package final class AppCheckStep {
         if key != nil { recorder.metrics.tokenCacheMisses += 1 }
         // `token_sha256` is for the access log: computed only when a log line will carry it.
         let fingerprint = logSink.enabled(.info) ? AppCheckVerifier.logFingerprint(token) : nil
+        // Returned, not switched out of a `Result`: that copied the token (each of its strings and arrays retained and
+        // released once more).
         let parsed: ParsedToken
-        switch AppCheckToken.parse(token, memo: parseMemo) {
-        case .success(let p): parsed = p
-        case .failure(let reason): return completion(refuse(route, reason, fingerprint: fingerprint))
-        }
+        do { parsed = try AppCheckToken.parsed(token, memo: parseMemo) }
+        catch { return completion(refuse(route, error, fingerprint: fingerprint)) }
         guard let found = keySet(for: parsed.kid, now: now, runtime: route.runtime) else {
             if route.runtime.firebaseUnused, let reason = refusalWithoutFirebase(parsed, now: now, runtime: route.runtime) {
                 return completion(refuse(route, reason, fingerprint: fingerprint))
@@ -266,11 +266,8 @@ package final class AppCheckStep {
                           route: StepRoute, proofInput: DPoPInput,
                           completion: @escaping (consuming AppCheckDecision) -> Void) {
         let verified: VerifiedClaims
-        do {
-            verified = try AppCheckVerifier.claimsPassing(claims, policy: policy, now: now)
-        } catch {
-            return completion(refuse(route, error, fingerprint: fingerprint))
-        }
+        do { verified = try AppCheckVerifier.verifiedClaims(claims, policy: policy, now: now) }
+        catch { return completion(refuse(route, error, fingerprint: fingerprint)) }
         if let reason = (route.limitsProviders ? AppCheckVerifier.checkProvider(verified, allowed: route.providers) : nil)
             ?? AppCheckVerifier.checkRisk(verified, maxRisk: route.maxRisk, requireRisk: route.requireRisk) {
             return completion(refuse(route, reason, fingerprint: fingerprint, appId: verified.appId))
