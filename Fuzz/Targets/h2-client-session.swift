@@ -1,9 +1,10 @@
 // libFuzzer target: the HTTP/2 client session the gateway speaks to `protocol: h2` upstreams through
-// (HTTPWire.H2ClientSession over nghttp2): three requests are opened (one without a body, one with a body, one with a
-// body and trailers), then the input is fed as the server's bytes in two reads, every response body byte consumed. A
-// hostile upstream must never crash it or make it leak; the events keep the documented order (a head before data and
-// trailers, nothing after a stream's one completion or failure); the request bytes it holds stay bounded by what was
-// queued, and its output by a constant per input byte.
+// (HTTPWire.H2ClientSession over nghttp2): three requests are opened (a HEAD, one with a body, one with a body and
+// trailers), then the input is fed as the server's bytes in two reads, every response body byte consumed. A hostile
+// upstream must never crash it or make it leak; the events keep the documented order (a head before data and trailers,
+// nothing after a stream's one completion or failure); no body byte goes past the head's `content-length` (or past none
+// for a response without content: to HEAD, a 204, a 304), and a completed response has exactly that many; the request
+// bytes it holds stay bounded by what was queued, and its output by a constant per input byte.
 import HTTPWire
 
 let body = [UInt8](repeating: 0x62, count: 1000)
@@ -11,6 +12,10 @@ let body = [UInt8](repeating: 0x62, count: 1000)
 final class Recorder: H2ClientSessionDelegate {
     var headed: Set<Int32> = []
     var ended: Set<Int32> = []
+    /// Per stream: the body length its head allows (nil: any), and the body bytes delivered.
+    var allowed: [Int32: Int] = [:]
+    var delivered: [Int32: Int] = [:]
+    var headStream: Int32 = -1
 
     func live(_ id: Int32) {
         precondition(!ended.contains(id), "event for stream \(id) after its end")
@@ -21,11 +26,23 @@ final class Recorder: H2ClientSessionDelegate {
         live(streamID)
         precondition(headed.insert(streamID).inserted, "two final heads on stream \(streamID)")
         precondition((200...999).contains(status), "status \(status)")
+        if streamID == headStream || status == 204 || status == 304 {
+            allowed[streamID] = 0
+        } else if let i = headers.firstIndex(ofLiteral: "content-length") {
+            let n = headers.withValueBytes(at: i) { v in v.reduce(0) { $0 &* 10 &+ Int($1 &- 0x30) } }
+            precondition(headers.firstIndex(ofLiteral: "content-length", after: i) == nil, "two content-lengths")
+            allowed[streamID] = n
+        }
+        precondition(!endStream || (allowed[streamID] ?? 0) == 0, "a head ending the stream with a content-length")
     }
 
     func h2(_ session: H2ClientSession, didReceiveData streamID: Int32, _ bytes: UnsafeRawBufferPointer) {
         live(streamID)
         precondition(headed.contains(streamID), "data before the head on stream \(streamID)")
+        delivered[streamID, default: 0] += bytes.count
+        if let limit = allowed[streamID] {
+            precondition(delivered[streamID, default: 0] <= limit, "body past content-length on stream \(streamID)")
+        }
         session.consume(streamID: streamID, bytes: bytes.count)
     }
 
@@ -37,6 +54,9 @@ final class Recorder: H2ClientSessionDelegate {
     func h2(_ session: H2ClientSession, didCompleteStream streamID: Int32) {
         live(streamID)
         precondition(headed.contains(streamID), "stream \(streamID) complete without a head")
+        if let limit = allowed[streamID] {
+            precondition(delivered[streamID, default: 0] == limit, "body short of content-length on stream \(streamID)")
+        }
         ended.insert(streamID)
     }
 
@@ -54,8 +74,11 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     list.add("accept", "*/*")
     list.addTETrailers()
     var ids: [Int32] = []
-    if let id = session.submitRequest(method: "GET", scheme: "http", authority: "a", path: "/", headers: list,
-                                      endStream: true) { ids.append(id) }
+    if let id = session.submitRequest(method: "HEAD", scheme: "http", authority: "a", path: "/", headers: list,
+                                      endStream: true) {
+        ids.append(id)
+        recorder.headStream = id
+    }
     if let id = session.submitRequest(method: "POST", scheme: "http", authority: "a", path: "/b", headers: list,
                                       endStream: false) {
         ids.append(id)

@@ -21,6 +21,13 @@ final class H2ClientStream: H2OutgoingBody {
     var fields: [HTTPHeaderField] = []
     var headerBytes = 0
     var headerCount = 0
+    /// The request's method is HEAD: the response has no content (RFC 9110 §9.3.2).
+    var headRequest = false
+    /// The response's `content-length` (0 for one that has no content: to HEAD, a 204, a 304), held against the DATA
+    /// received (RFC 9113 §8.1.1).
+    var contentLength: Int64?
+    /// DATA payload bytes of the response received so far.
+    var receivedBodyBytes: Int64 = 0
     /// The response broke a rule; the stream was reset by the session and is reported `malformed`.
     var malformed = false
     /// The delegate reset the stream itself: nothing more is reported.
