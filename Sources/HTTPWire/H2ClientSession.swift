@@ -49,6 +49,13 @@ public final class H2ClientSession {
     var fatal = false
     /// The server's GOAWAY arrived: no new stream.
     public internal(set) var goAwayReceived = false
+    /// The header block being received, as `name: value\r\n` lines and their ranges (`appendField`): a HEADERS frame
+    /// and its CONTINUATION frames come in a row (RFC 9113 §6.10), so one buffer serves every stream. Kept from block to
+    /// block (freed past 16 KiB); at most `maxHeaderListBytes` (a field past it is malformed before it is appended).
+    var blockBytes: UnsafeMutableRawPointer?
+    var blockCapacity = 0
+    var blockCount = 0
+    var blockFields: [HTTPHeaderField] = []
     /// Request bytes queued over all streams and not yet handed to `send`.
     public internal(set) var totalBufferedBytes = 0
     /// Monotonic clock in nanoseconds: the owner's (the gateway passes its loop's batch time), this process's by
@@ -113,6 +120,7 @@ public final class H2ClientSession {
 
     deinit {
         nghttp2_session_del(session)
+        blockBytes?.deallocate()
     }
 
     // MARK: - Input and output
