@@ -228,6 +228,7 @@ extension H2ClientSession {
     /// nghttp2 ended the session on a connection error it found itself (a frame too large, a bad preface, …): the
     /// GOAWAY it queued carries the code; nothing more is read.
     func onFrameSent(_ frame: nghttp2_frame) {
+        if UInt32(frame.hd.type) == NGHTTP2_HEADERS.rawValue, !heldHeads.isEmpty { releaseHead(frame.hd.stream_id) }
         guard UInt32(frame.hd.type) == NGHTTP2_GOAWAY.rawValue, frame.goaway.error_code != 0, closeReason == nil else { return }
         closeReason = "goaway_" + H2ErrorCode(rawValue: frame.goaway.error_code).description
     }
@@ -343,6 +344,13 @@ extension H2ClientSession {
             guard let frame else { return 0 }
             return H2ClientSession.with(user) { me in
                 me.onFrameSent(frame.pointee)
+                return 0
+            }
+        }
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, _, user in
+            guard let frame else { return 0 }
+            return H2ClientSession.with(user) { me in
+                if UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue { me.releaseHead(frame.pointee.hd.stream_id) }
                 return 0
             }
         }

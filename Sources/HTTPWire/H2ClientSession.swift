@@ -56,6 +56,10 @@ public final class H2ClientSession {
     var blockCapacity = 0
     var blockCount = 0
     var blockFields: [HTTPHeaderField] = []
+    /// The records of request heads submitted without copies (`H2RequestFields`): nghttp2 reads them when it
+    /// serialises their HEADERS frames, so each is held until its frame was sent or given up (`onFrameSent`,
+    /// `onFrameNotSent`), or the nghttp2 session is deleted. A few at a time (those submitted since the last `send`).
+    var heldHeads: [(id: Int32, bytes: [UInt8])] = []
     /// Request bytes queued over all streams and not yet handed to `send`.
     public internal(set) var totalBufferedBytes = 0
     /// Monotonic clock in nanoseconds: the owner's (the gateway passes its loop's batch time), this process's by
@@ -239,9 +243,19 @@ public final class H2ClientSession {
     public func submitRequest(_ head: H2RequestFields, scheme: String, defaultAuthority: @autoclosure () -> String) -> Int32? {
         guard let session, closeReason == nil, !goAwayReceived,
               nghttp2_session_get_next_stream_id(session) < UInt32(Int32.max - 2) else { return nil }
-        return head.withNV(scheme: scheme, defaultAuthority: defaultAuthority) {
+        let id = head.withNV(scheme: scheme, defaultAuthority: defaultAuthority) {
             submit(session, $0, endStream: head.endStream)
         }
+        // nghttp2 points into the records (not copied): they stay until the HEADERS frame is sent (the same storage,
+        // no copy of the array).
+        if let id { heldHeads.append((id, head.bytes)) }
+        return id
+    }
+
+    /// The HEADERS frame of `streamID` was sent or given up: nghttp2 reads its names and values no more.
+    func releaseHead(_ streamID: Int32) {
+        guard let i = heldHeads.firstIndex(where: { $0.id == streamID }) else { return }
+        heldHeads.remove(at: i)
     }
 
     private func submit(_ session: OpaquePointer, _ nva: UnsafeBufferPointer<nghttp2_nv>, endStream: Bool) -> Int32? {
@@ -344,6 +358,7 @@ public final class H2ClientSession {
         totalBufferedBytes = 0
         self.session = nil
         nghttp2_session_del(session)
+        heldHeads.removeAll()
         for id in open { delegate?.h2(self, didFailStream: id, .connectionClosed) }
     }
 

@@ -310,4 +310,47 @@ final class H2ClientRecorder: H2ClientSessionDelegate {
         for field in expected { #expect(fields.contains(field), "\(label): \(fields)") }
         #expect(label != "204 with content-length 0" || !fields.contains { $0.hasPrefix("content-length") }, "\(label)")
     }
+
+    /// A head submitted from records (`H2RequestFields`) goes to nghttp2 without copies: the session holds the records
+    /// until the HEADERS frame is sent (the server reads it whole), given up (the stream reset before it went out), or
+    /// the session is closed.
+    @Test func requestRecordsAreHeldUntilTheirHeadersGoOut() {
+        func record(_ name: String, _ value: String) -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: H2RequestFields.Record.headerSize)
+            out.withUnsafeMutableBytes {
+                H2RequestFields.Record.writeHeader(at: $0.baseAddress!, nameCount: name.utf8.count,
+                                                   valueCount: value.utf8.count, flags: 0)
+            }
+            return out + Array(name.utf8) + Array(value.utf8)
+        }
+        var layout = H2RequestFields.Layout()
+        var bytes = record("", "GET")
+        layout.pathRecord = bytes.count
+        bytes += record("", "/p")
+        layout.authorityRecord = bytes.count
+        bytes += record("", "up.example")
+        bytes += record("x-a", " one ") + record("x-token", String(repeating: "t", count: 900))
+        layout.records = 5
+        let head = bytes.withUnsafeBytes { H2RequestFields(records: $0, layout: layout) }
+        let server = H2Recorder()
+        let serverSession = H2ServerSession(delegate: server)
+        let client = H2ClientSession(delegate: H2ClientRecorder())
+        #expect(client.submitRequest(head, scheme: "http", defaultAuthority: "d") == 1)
+        #expect(client.heldHeads.count == 1)
+        Self.pump(client, serverSession)
+        #expect(client.heldHeads.isEmpty)
+        let fields = server.heads[1].map { Self.fields($0.headers) } ?? []
+        #expect(server.heads[1]?.target == "/p")
+        #expect(fields.contains("x-a: one"))
+        #expect(fields.contains("x-token: " + String(repeating: "t", count: 900)))
+        #expect(fields.contains("host: up.example"))
+        let reset = client.submitRequest(head, scheme: "http", defaultAuthority: "d")
+        #expect(reset == 3)
+        client.resetStream(streamID: 3)
+        client.send { _ in }
+        #expect(client.heldHeads.isEmpty, "given up: the stream was reset before its HEADERS went out")
+        #expect(client.submitRequest(head, scheme: "http", defaultAuthority: "d") == 5)
+        client.close()
+        #expect(client.heldHeads.isEmpty)
+    }
 }
