@@ -1,6 +1,6 @@
 // libFuzzer target: the HTTP/2 client session the gateway speaks to `protocol: h2` upstreams through
 // (HTTPWire.H2ClientSession over nghttp2): three requests are opened (a HEAD, one with a body, one with a body and
-// trailers), then the input is fed as the server's bytes in two reads, every response body byte consumed. A hostile
+// trailers), a fourth from records between the two reads (its bytes not copied by nghttp2), then the input is fed as the server's bytes in two reads, every response body byte consumed. A hostile
 // upstream must never crash it or make it leak; the events keep the documented order (a head before data and trailers,
 // nothing after a stream's one completion or failure); no body byte goes past the head's `content-length` (or past none
 // for a response without content: to HEAD, a 204, a 304), and a completed response has exactly that many; the request
@@ -8,6 +8,30 @@
 import HTTPWire
 
 let body = [UInt8](repeating: 0x62, count: 1000)
+
+/// A head as the gateway's writer gives it (`H2RequestFields` records: `GET /r`, `:authority`, a token-sized field),
+/// submitted between the two reads: nghttp2 reads its bytes without copies, so the session must hold them until the
+/// HEADERS frame is sent or given up (AddressSanitizer sees any read after that).
+let recordsHead: H2RequestFields = {
+    func record(_ name: String, _ value: String) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: H2RequestFields.Record.headerSize)
+        out.withUnsafeMutableBytes { raw in
+            if let at = raw.baseAddress {
+                H2RequestFields.Record.writeHeader(at: at, nameCount: name.utf8.count, valueCount: value.utf8.count, flags: 0)
+            }
+        }
+        return out + Array(name.utf8) + Array(value.utf8)
+    }
+    var layout = H2RequestFields.Layout()
+    var bytes = record("", "GET")
+    layout.pathRecord = bytes.count
+    bytes += record("", "/r")
+    layout.authorityRecord = bytes.count
+    bytes += record("", "a")
+    bytes += record("x-firebase-appcheck", String(repeating: "t", count: 800))
+    layout.records = 4
+    return bytes.withUnsafeBytes { H2RequestFields(records: $0, layout: layout) }
+}()
 
 final class Recorder: H2ClientSessionDelegate {
     var headed: Set<Int32> = []
@@ -98,7 +122,8 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var closed = false
     UnsafeRawBufferPointer(start: data, count: size).withMemoryRebound(to: UInt8.self) { all in
         let raw = UnsafeRawBufferPointer(all)
-        for chunk in [raw[..<split], raw[split...]] where !closed {
+        for (n, chunk) in [raw[..<split], raw[split...]].enumerated() where !closed {
+            if n == 1, let id = session.submitRequest(recordsHead, scheme: "http", defaultAuthority: "d") { ids.append(id) }
             if case .closeConnection = session.receive(UnsafeRawBufferPointer(rebasing: chunk)) { closed = true }
             output += session.send { _ in }
             precondition(session.totalBufferedBytes <= 2 * body.count, "request bytes beyond what was queued")
