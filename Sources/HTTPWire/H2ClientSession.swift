@@ -25,9 +25,15 @@ import Glibc
 /// - non-ACK SETTINGS and PING: `maxControlFrames` per `controlFrameWindowSeconds` (GOAWAY(ENHANCE_YOUR_CALM));
 /// - DATA beyond the windows we granted, bad frames, bad HPACK: nghttp2's connection errors (GOAWAY, then every
 ///   open stream gets `didFailStream(.connectionClosed)`).
-/// Response fields are checked by nghttp2's HTTP messaging rules (RFC 9113 §8.2, §8.3.2: lower-case names, no
-/// connection-specific fields, a valid `:status`, `content-length` matching the DATA) and re-checked here for what must
-/// never reach an HTTP/1.1 client (names that are not tokens, values with control bytes).
+/// Malformed responses (RFC 9113 §8.1.1) are stream errors: the stream is reset with PROTOCOL_ERROR and reported
+/// `didFailStream(.malformed)`, and nothing of the malformed part is delivered. The checks are the session's own
+/// (nghttp2's HTTP messaging is off, `nghttp2_option_set_no_http_messaging`: it checked every value byte by byte): a
+/// `:status` of three digits, once, first, in a head only, and no other pseudo field; names lower-case tokens; values
+/// field values without leading or trailing whitespace (a field nghttp2 would only have dropped is malformed too); no
+/// connection-specific field, `te` only as `trailers`; one `content-length`, none in a 1xx, only `0` in a 204 (dropped);
+/// DATA held against `content-length` (more: reset before the excess is delivered; less at END_STREAM: reset), none
+/// after a head that has no content (to HEAD, a 204, a 304) or between an interim head and the final one; trailers
+/// with END_STREAM and no pseudo field.
 public final class H2ClientSession {
     /// The limits this session enforces (the header bounds apply to response heads and trailers).
     public let limits: H2Limits
@@ -43,6 +49,17 @@ public final class H2ClientSession {
     var fatal = false
     /// The server's GOAWAY arrived: no new stream.
     public internal(set) var goAwayReceived = false
+    /// The header block being received, as `name: value\r\n` lines and their ranges (`appendField`): a HEADERS frame
+    /// and its CONTINUATION frames come in a row (RFC 9113 §6.10), so one buffer serves every stream. Kept from block to
+    /// block (freed past 16 KiB); at most `maxHeaderListBytes` (a field past it is malformed before it is appended).
+    var blockBytes: UnsafeMutableRawPointer?
+    var blockCapacity = 0
+    var blockCount = 0
+    var blockFields: [HTTPHeaderField] = []
+    /// The records of request heads submitted without copies (`H2RequestFields`): nghttp2 reads them when it
+    /// serialises their HEADERS frames, so each is held until its frame was sent or given up (`onFrameSent`,
+    /// `onFrameNotSent`), or the nghttp2 session is deleted. A few at a time (those submitted since the last `send`).
+    var heldHeads: [(id: Int32, bytes: [UInt8])] = []
     /// Request bytes queued over all streams and not yet handed to `send`.
     public internal(set) var totalBufferedBytes = 0
     /// Monotonic clock in nanoseconds: the owner's (the gateway passes its loop's batch time), this process's by
@@ -76,6 +93,9 @@ public final class H2ClientSession {
         nghttp2_option_set_no_auto_window_update(option, 1)
         nghttp2_option_set_no_closed_streams(option, 1)
         nghttp2_option_set_max_continuations(option, limits.maxContinuations)
+        // RFC 9113 §8's checks of responses are the session's own (`onHeader`, `onFrameReceived`, `onData`); nghttp2's
+        // HTTP messaging checked every value byte by byte before the session checked the same rules again.
+        nghttp2_option_set_no_http_messaging(option, 1)
         // Until the server's SETTINGS arrive, open no more than this many streams (RFC 9113 §6.5.2 recommends ≥ 100).
         nghttp2_option_set_peer_max_concurrent_streams(
             option, UInt32(max(1, min(limits.maxConcurrentStreams, assumedMaxConcurrent))))
@@ -104,6 +124,7 @@ public final class H2ClientSession {
 
     deinit {
         nghttp2_session_del(session)
+        blockBytes?.deallocate()
     }
 
     // MARK: - Input and output
@@ -222,9 +243,19 @@ public final class H2ClientSession {
     public func submitRequest(_ head: H2RequestFields, scheme: String, defaultAuthority: @autoclosure () -> String) -> Int32? {
         guard let session, closeReason == nil, !goAwayReceived,
               nghttp2_session_get_next_stream_id(session) < UInt32(Int32.max - 2) else { return nil }
-        return head.withNV(scheme: scheme, defaultAuthority: defaultAuthority) {
+        let id = head.withNV(scheme: scheme, defaultAuthority: defaultAuthority) {
             submit(session, $0, endStream: head.endStream)
         }
+        // nghttp2 points into the records (not copied): they stay until the HEADERS frame is sent (the same storage,
+        // no copy of the array).
+        if let id { heldHeads.append((id, head.bytes)) }
+        return id
+    }
+
+    /// The HEADERS frame of `streamID` was sent or given up: nghttp2 reads its names and values no more.
+    func releaseHead(_ streamID: Int32) {
+        guard let i = heldHeads.firstIndex(where: { $0.id == streamID }) else { return }
+        heldHeads.remove(at: i)
     }
 
     private func submit(_ session: OpaquePointer, _ nva: UnsafeBufferPointer<nghttp2_nv>, endStream: Bool) -> Int32? {
@@ -245,8 +276,20 @@ public final class H2ClientSession {
         guard id > 0 else { return nil }
         let stream = H2ClientStream(id: id)
         stream.endQueued = endStream
+        stream.headRequest = Self.isHeadRequest(nva)
         streams[id] = stream
         return id
+    }
+
+    /// Whether the request's `:method` is `HEAD` (the pseudo fields come first; every submission puts `:method` first).
+    private static func isHeadRequest(_ nva: UnsafeBufferPointer<nghttp2_nv>) -> Bool {
+        for nv in nva {
+            guard nv.namelen > 0, nv.name[0] == UInt8(ascii: ":") else { return false }
+            guard nv.namelen == 7, nv.name[1] == UInt8(ascii: "m") else { continue }
+            return nv.valuelen == 4 && nv.value[0] == UInt8(ascii: "H") && nv.value[1] == UInt8(ascii: "E")
+                && nv.value[2] == UInt8(ascii: "A") && nv.value[3] == UInt8(ascii: "D")
+        }
+        return false
     }
 
     /// Queues request body bytes of `streamID` (copied); `endStream` ends the request after them. False when the stream
@@ -315,6 +358,7 @@ public final class H2ClientSession {
         totalBufferedBytes = 0
         self.session = nil
         nghttp2_session_del(session)
+        heldHeads.removeAll()
         for id in open { delegate?.h2(self, didFailStream: id, .connectionClosed) }
     }
 

@@ -117,8 +117,10 @@ public struct H2RequestFields {
         }
     }
 
-    /// Calls `body` with `:method`, `:scheme`, `:authority`, `:path` and the fields as `nghttp2_nv` (valid during the
-    /// call; nghttp2 copies them), as `H2ClientRequestHead.withNV` does for a head written as HTTP/1.1.
+    /// Calls `body` with `:method`, `:scheme`, `:authority`, `:path` and the fields as `nghttp2_nv`, as
+    /// `H2ClientRequestHead.withNV` does for a head written as HTTP/1.1. The names and values in `bytes` are flagged not
+    /// to be copied: whoever submits them keeps `bytes` until the HEADERS frame is sent or given up
+    /// (`H2ClientSession.submitRequest(_:scheme:defaultAuthority:)` does).
     func withNV<R>(scheme: String, defaultAuthority: () -> String, _ body: (UnsafeBufferPointer<nghttp2_nv>) -> R) -> R {
         var scheme = scheme
         // Made only for a head without an authority (the writer always writes one).
@@ -137,20 +139,24 @@ public struct H2RequestFields {
     private func fill(_ nva: UnsafeMutableBufferPointer<nghttp2_nv>, _ raw: UnsafeRawBufferPointer,
                       scheme: UnsafeBufferPointer<UInt8>, defaultAuthority: UnsafeBufferPointer<UInt8>)
         -> UnsafeBufferPointer<nghttp2_nv> {
-        // nghttp2 copies every name and value (flag NONE) and never writes through these pointers; its `nghttp2_nv`
-        // only declares them mutable.
-        let none = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-        let never = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        // nghttp2 never writes through these pointers (its `nghttp2_nv` only declares them mutable), and copies none
+        // of what points into `bytes` nor the literal names (NO_COPY_NAME, NO_COPY_VALUE): it reads them when it
+        // serialises the HEADERS frame, and the session holds `bytes` until then (`H2ClientSession.heldHeads`). The
+        // copy was a memcpy of every name and value (an App Check token's ~800 bytes) and a byte-by-byte lower-casing
+        // of every name, which the writer lower-cased already. `:scheme` and a default `:authority` are copied.
+        let borrowed = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+        let never = borrowed | UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
         guard let start = raw.baseAddress, nva.count >= 4 else { return UnsafeBufferPointer(start: nil, count: 0) }
         let base = UnsafeMutablePointer(mutating: start.assumingMemoryBound(to: UInt8.self))
         var n = 0
-        func put(_ name: StaticString, _ value: UnsafePointer<UInt8>?, _ count: Int) {
+        func put(_ name: StaticString, _ value: UnsafePointer<UInt8>?, _ count: Int, inBytes: Bool = true) {
             nva[n] = .literal(name, value, count)
+            nva[n].flags = inBytes ? borrowed : UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)
             n += 1
         }
         let (methodStart, methodCount) = Self.valueRange(raw, at: 0)
         put(":method", base + methodStart, methodCount)
-        put(":scheme", scheme.baseAddress, scheme.count)
+        put(":scheme", scheme.baseAddress, scheme.count, inBytes: false)
         if layout.authorityRecord >= 0 {
             var (vs, count) = Self.valueRange(raw, at: layout.authorityRecord)
             var ve = vs + count
@@ -159,14 +165,14 @@ public struct H2RequestFields {
             count = ve - vs
             put(":authority", base + vs, count)
         } else {
-            put(":authority", defaultAuthority.baseAddress, defaultAuthority.count)
+            put(":authority", defaultAuthority.baseAddress, defaultAuthority.count, inBytes: false)
         }
         let (pathStart, pathCount) = Self.valueRange(raw, at: layout.pathRecord)
         put(":path", base + pathStart, pathCount)
         Self.walk(raw) { nameStart, nameCount, valueStart, valueCount, flags in
             guard n < nva.count else { return }
             nva[n] = nghttp2_nv(name: base + nameStart, value: base + valueStart, namelen: nameCount, valuelen: valueCount,
-                                flags: flags & Record.neverIndexed != 0 ? never : none)
+                                flags: flags & Record.neverIndexed != 0 ? never : borrowed)
             n += 1
         }
         return UnsafeBufferPointer(start: nva.baseAddress, count: n)

@@ -10,9 +10,94 @@ enum H2Peers {
 # then GOAWAY naming the last one, open streams finish, the connection closes), refuse_first (the first N requests, over
 # all connections, are answered RST_STREAM(REFUSED_STREAM) and logged as "refused" with their headers), cert/key/alpn (TLS).
 # Paths: /echo (the body back; ?trailers=1 adds response trailers), /trickle (three parts 1.5 s apart), /hold?n=N (answered once N /hold requests are
-# open at once, across connections), /wait (never answered), /reset (RST_STREAM), /bigheader (a 100 KB field).
+# open at once, across connections), /wait (never answered), /reset (RST_STREAM), /bigheader (a 100 KB field),
+# /raw/NAME (the frames RAW[NAME] written by hand: a malformed response hyper-h2 would refuse to send, or a good one
+# at the edge of the rules; hyper-h2 never learns of them, so the stream stays open on its side until the gateway
+# resets it, which is logged as "reset").
 import json, os, socket, ssl, sys, threading, time
 import h2.config, h2.connection, h2.events, h2.settings, hyperframe.frame
+
+def hpack_int(n):
+    # RFC 7541 §5.1, a 7-bit prefix (the string lengths below; no Huffman coding).
+    if n < 127:
+        return bytes([n])
+    out, n = [127], n - 127
+    while n >= 128:
+        out.append(n % 128 + 128)
+        n //= 128
+    return bytes(out + [n])
+
+def fields(*pairs):
+    # Literal fields without indexing, new names (RFC 7541 §6.2.2): any bytes at all, and no dynamic table entry.
+    block = b""
+    for name, value in pairs:
+        name, value = name.encode("latin-1"), value.encode("latin-1")
+        block += b"\x00" + hpack_int(len(name)) + name + hpack_int(len(value)) + value
+    return block
+
+OK, NO_CONTENT = b"\x88", b"\x89"  # :status 200 and 204 (HPACK static table, indices 8 and 9)
+def status(code):
+    return fields((":status", code))
+def cl(n):
+    return fields(("content-length", n))
+def headers(block, end=False):
+    return (1, 0x4 | (0x1 if end else 0), block)  # HEADERS with END_HEADERS (and END_STREAM)
+def data(payload, end=False):
+    return (0, 0x1 if end else 0, payload)
+
+# Each name is one response; "EXCESS" marks bytes that must never reach the gateway's client.
+RAW = {
+    "no-status": [headers(fields(("x", "y")), True)],
+    "status-twice": [headers(OK + OK, True)],
+    "status-after-field": [headers(fields(("x", "y")) + OK, True)],
+    "status-two-digits": [headers(status("20"), True)],
+    "status-not-digits": [headers(status("2x0"), True)],
+    "status-upper-case": [headers(fields((":Status", "200")), True)],
+    "status-101": [headers(status("101"), True)],
+    "request-pseudo": [headers(OK + fields((":path", "/")), True)],
+    "unknown-pseudo": [headers(OK + fields((":x", "1")), True)],
+    "upper-case-name": [headers(OK + fields(("X-Up", "1")), True)],
+    "space-in-name": [headers(OK + fields(("x y", "1")), True)],
+    "empty-name": [headers(OK + fields(("", "1")), True)],
+    "colon-in-name": [headers(OK + fields(("x:y", "1")), True)],
+    "nul-in-value": [headers(OK + fields(("x", "a\x00b")), True)],
+    "cr-in-value": [headers(OK + fields(("x", "a\rb")), True)],
+    "lf-in-value": [headers(OK + fields(("x", "a\nb")), True)],
+    "del-in-value": [headers(OK + fields(("x", "a\x7fb")), True)],
+    "leading-space": [headers(OK + fields(("x", " a")), True)],
+    "trailing-tab": [headers(OK + fields(("x", "a\t")), True)],
+    "connection": [headers(OK + fields(("connection", "close")), True)],
+    "keep-alive": [headers(OK + fields(("keep-alive", "timeout=5")), True)],
+    "proxy-connection": [headers(OK + fields(("proxy-connection", "close")), True)],
+    "transfer-encoding": [headers(OK + fields(("transfer-encoding", "chunked")), True)],
+    "upgrade": [headers(OK + fields(("upgrade", "h2c")), True)],
+    "te-gzip": [headers(OK + fields(("te", "gzip")), True)],
+    "two-content-lengths": [headers(OK + cl("2") + cl("2")), data(b"ok", True)],
+    "content-length-not-a-number": [headers(OK + cl("1x")), data(b"x", True)],
+    "content-length-empty": [headers(OK + cl("")), data(b"", True)],
+    "content-length-on-a-head-ending-the-stream": [headers(OK + cl("5"), True)],
+    "content-length-1-in-a-204": [headers(NO_CONTENT + cl("1"), True)],
+    "content-length-in-an-interim-head": [headers(status("103") + cl("0")), headers(OK, True)],
+    "interim-head-ending-the-stream": [headers(status("103"), True)],
+    "data-after-an-interim-head": [headers(status("103")), data(b"EXCESS", True)],
+    # Past the head: the gateway's client has the head already; the rest must not follow.
+    "data-over-content-length": [headers(OK + cl("2")), data(b"okEXCESS", True)],
+    "data-under-content-length": [headers(OK + cl("10")), data(b"ok", True)],
+    "data-after-a-204": [headers(NO_CONTENT), data(b"EXCESS", True)],
+    "data-to-head": [headers(OK + cl("6")), data(b"EXCESS", True)],
+    "trailers-without-end-stream": [headers(OK), data(b"ok"), headers(fields(("x-t", "EXCESS"))), data(b"", True)],
+    "pseudo-field-in-trailers": [headers(OK), data(b"ok"), headers(OK + fields(("x-t", "EXCESS")), True)],
+    "upper-case-trailer": [headers(OK), data(b"ok"), headers(fields(("X-T", "EXCESS")), True)],
+    "connection-trailer": [headers(OK), data(b"ok"), headers(fields(("x-t", "EXCESS"), ("connection", "close")), True)],
+    "control-byte-in-a-trailer": [headers(OK), data(b"ok"), headers(fields(("x-t", "EXCESS\x01")), True)],
+    "content-length-in-trailers-too": [headers(OK + cl("2")), data(b"ok"), headers(fields(("x-t", "EXCESS")) + cl("2"), True)],
+    # Good ones at the edge of the rules.
+    "good-204-with-content-length-0": [headers(NO_CONTENT + cl("0") + fields(("x-kept", "1")), True)],
+    "good-head-with-content-length": [headers(OK + cl("10"), True)],
+    "good-interim-then-final": [headers(status("103") + fields(("link", "</a>; rel=preload"))),
+                                headers(OK + cl("2")), data(b"ok", True)],
+    "good-te-trailers-obs-text-and-htab": [headers(OK + fields(("te", "trailers"), ("x-v", "a\tb \xe9"))), data(b"ok", True)],
+}
 
 port_file, log_file, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 log_lock = threading.Lock()
@@ -110,6 +195,12 @@ class Conn:
                 self.h2.reset_stream(sid, error_code=2)
                 self.flush()
                 self.open.discard(sid)
+        elif path.startswith("/raw/"):
+            with self.lock:
+                self.flush()
+                for kind, flags, payload in RAW[path[len("/raw/"):]]:
+                    self.sock.sendall(len(payload).to_bytes(3, "big") + bytes([kind, flags]) + sid.to_bytes(4, "big")
+                                      + payload)
         elif path.startswith("/bigheader"):
             threading.Thread(target=self.respond, args=(sid, 200, [("x-big", "b" * 100000)], b"x")).start()
         elif path.startswith("/manyheaders"):

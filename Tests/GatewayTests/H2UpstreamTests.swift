@@ -245,6 +245,116 @@ import TestSupport
         #expect(try up.events("connection").count == 1)
     }
 
+    /// Malformed responses (RFC 9113 §8.1.1, §8.2, §8.3.2) the hyper-h2 upstream writes by hand (`H2Peers`' `RAW`), one
+    /// rule broken in each, before the head reaches the client: each is a stream error (RST_STREAM(PROTOCOL_ERROR) to the
+    /// upstream), a 502 `bad_response` to the client with the `upstream error` log line, and nothing of it passes on.
+    static let malformedBeforeTheHead = [
+        "no-status", "status-twice", "status-after-field", "status-two-digits", "status-not-digits", "status-upper-case",
+        "status-101", "request-pseudo", "unknown-pseudo", "upper-case-name", "space-in-name", "empty-name",
+        "colon-in-name", "nul-in-value", "cr-in-value", "lf-in-value", "del-in-value", "leading-space", "trailing-tab",
+        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te-gzip", "two-content-lengths",
+        "content-length-not-a-number", "content-length-empty", "content-length-on-a-head-ending-the-stream",
+        "content-length-1-in-a-204", "content-length-in-an-interim-head", "interim-head-ending-the-stream",
+        "data-after-an-interim-head",
+    ]
+
+    /// Malformed past the head (the DATA against `content-length` or a head without content, the trailers): the head
+    /// went to the exchange; the response is cut there (the client connection closes, before or after the head was
+    /// written), and the malformed part never reaches the client. `bodyCut`: the body the client gets is incomplete
+    /// (not when all of it came before the malformed part, or there is none).
+    static let malformedAfterTheHead: [(name: String, method: String, bodyCut: Bool)] = [
+        ("data-over-content-length", "GET", true), ("data-under-content-length", "GET", true),
+        ("data-after-a-204", "GET", false), ("data-to-head", "HEAD", false), ("trailers-without-end-stream", "GET", true),
+        ("pseudo-field-in-trailers", "GET", true), ("upper-case-trailer", "GET", true), ("connection-trailer", "GET", true),
+        ("control-byte-in-a-trailer", "GET", true), ("content-length-in-trailers-too", "GET", false),
+    ]
+
+    /// The stream the upstream logged for `path`, and whether the gateway reset it with PROTOCOL_ERROR (code 1).
+    static func resetWithProtocolError(_ up: Upstream, _ path: String) throws -> Bool {
+        let request = try #require(try up.waitFor("request").first { $0["path"] as? String == path }, "\(path)")
+        let conn = request["conn"] as? Int, stream = request["stream"] as? Int
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if try up.events("reset").contains(where: { $0["conn"] as? Int == conn && $0["stream"] as? Int == stream
+                && $0["code"] as? Int == 1 }) { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+
+    /// Everything the gateway sends on a new connection for `request` until it closes it (or 5 s of silence).
+    static func readAll(_ port: UInt16, _ request: String) throws -> String {
+        let c = try RawHTTPClient(port: port, timeout: 10)
+        defer { close(c.fd) }
+        try c.send(request)
+        var all: [UInt8] = []
+        while true {
+            let chunk = c.readRaw(timeout: 5)
+            if chunk.isEmpty { break }
+            all += chunk
+        }
+        return String(decoding: all, as: UTF8.self)
+    }
+
+    @Test func malformedResponsesAreStreamErrors() throws {
+        let up = try Upstream()
+        defer { up.stop() }
+        let h = try Self.harness(up)
+        defer { h.stop() }
+        for name in Self.malformedBeforeTheHead {
+            let r = try RawHTTPClient.roundTrip(port: h.port, "GET /raw/\(name) HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(r.status == 502, "\(name): \(r.status) \(r.headers) \(r.bodyText)")
+            #expect(r.bodyText.contains("bad_response"), "\(name): \(r.bodyText)")
+            #expect(!r.bodyText.contains("EXCESS") && r.header("x") == nil, "\(name)")
+            #expect(try Self.resetWithProtocolError(up, "/raw/\(name)"), "\(name): no RST_STREAM(PROTOCOL_ERROR) upstream")
+        }
+        for (name, method, bodyCut) in Self.malformedAfterTheHead {
+            let text = try Self.readAll(h.port, "\(method) /raw/\(name) HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n")
+            // The head, unless the malformed part came in the same read as it (then the connection closes before the
+            // head was written: nothing at all).
+            #expect(text.isEmpty || text.hasPrefix("HTTP/1.1 20"), "\(name): \(text)")
+            #expect(!text.contains("EXCESS"), "\(name): the malformed part reached the client: \(text)")
+            // Cut: a chunked body without its last chunk, or fewer bytes than its content-length.
+            let parts = text.components(separatedBy: "\r\n\r\n")
+            let head = parts[0].lowercased()
+            if !bodyCut || text.isEmpty {
+                // (Nothing to cut.)
+            } else if head.contains("transfer-encoding: chunked") {
+                #expect(!text.hasSuffix("0\r\n\r\n"), "\(name): a complete chunked body: \(text)")
+            } else {
+                let line = head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
+                let n = line.flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                #expect(n != nil, "\(name): neither chunked nor a content-length: \(text)")
+                #expect(parts.dropFirst().joined(separator: "\r\n\r\n").utf8.count < (n ?? 0), "\(name): a complete body: \(text)")
+            }
+            #expect(try Self.resetWithProtocolError(up, "/raw/\(name)"), "\(name): no RST_STREAM(PROTOCOL_ERROR) upstream")
+        }
+        let logged = h.logLines().filter { $0.contains("\"upstream error\"") && $0.contains("\"kind\":\"bad_response\"") }
+        #expect(logged.count == Self.malformedBeforeTheHead.count + Self.malformedAfterTheHead.count, "\(logged.count) lines")
+
+        // At the edge of the rules, and passed on: a 204's `content-length: 0` (dropped, as nghttp2 dropped it), a
+        // HEAD response's `content-length` without DATA, an interim head before the final one, `te: trailers`, HTAB
+        // and obs-text inside a value.
+        let noContent = try RawHTTPClient.roundTrip(port: h.port, "GET /raw/good-204-with-content-length-0 HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(noContent.status == 204)
+        #expect(noContent.header("x-kept") == "1")
+        #expect(noContent.header("content-length") == nil)
+        let head = try RawHTTPClient.roundTrip(port: h.port, "HEAD /raw/good-head-with-content-length HTTP/1.1\r\nHost: a\r\n\r\n",
+                                               method: "HEAD")
+        #expect(head.status == 200)
+        #expect(head.header("content-length") == "10")
+        let interim = try RawHTTPClient.roundTrip(port: h.port, "GET /raw/good-interim-then-final HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(interim.status == 200)
+        #expect(interim.bodyText == "ok")
+        let edge = try RawHTTPClient.roundTrip(port: h.port, "GET /raw/good-te-trailers-obs-text-and-htab HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(edge.status == 200)
+        #expect(edge.bodyText == "ok")
+        #expect(edge.header("x-v").map { Array($0.utf8).prefix(4) } == Array("a\tb ".utf8).prefix(4))
+        #expect(try up.events("reset").count == Self.malformedBeforeTheHead.count + Self.malformedAfterTheHead.count)
+        // Stream errors all: the one upstream connection carried every response.
+        #expect(try up.events("connection").count == 1)
+    }
+
     /// `protocol: h2` pointed at an HTTP/1.1 server (the harness's sample upstream), and at a port that refuses: a
     /// clean 502 each, never a hang.
     @Test func wrongOrMissingServerIs502() throws {
