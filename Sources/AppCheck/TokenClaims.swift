@@ -16,9 +16,10 @@ public struct TokenClaims: Sendable {
         }
     }
 
-    /// A string claim: `Claim<String>` spelled out. The generic enum with a two-word payload is copied through its
-    /// runtime value witnesses (`initializeWithCopy for TokenClaims.Claim`, some 100 instructions a copy, and
-    /// `checkClaims` copies three on every token, cached or not); this one is copied inline (a retain).
+    /// A string claim: `Claim<String>` spelled out, read through `value` (a borrow of the stored enum, then the string
+    /// alone). `checkClaims` matched `case .value(let x)` on the generic enum, which copied the whole enum through the
+    /// generic type's runtime value witness first (`initializeWithCopy for TokenClaims.Claim`, some 100 instructions a
+    /// copy, three on every token, cached or not).
     enum TextClaim: Sendable {
         case absent
         case wrongType
