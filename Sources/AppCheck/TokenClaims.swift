@@ -10,22 +10,10 @@ public struct TokenClaims: Sendable {
         case wrongType
         case value(Value)
 
+        /// The value, read from the stored enum in place: a `case .value(let x)` pattern on a claim copied the whole
+        /// enum through the generic type's runtime value witness first (`initializeWithCopy for TokenClaims.Claim`,
+        /// some 100 instructions a copy, three string claims on every token, cached or not), so the checks read this.
         var value: Value? {
-            if case .value(let value) = self { return value }
-            return nil
-        }
-    }
-
-    /// A string claim: `Claim<String>` spelled out, read through `value` (a borrow of the stored enum, then the string
-    /// alone). `checkClaims` matched `case .value(let x)` on the generic enum, which copied the whole enum through the
-    /// generic type's runtime value witness first (`initializeWithCopy for TokenClaims.Claim`, some 100 instructions a
-    /// copy, three on every token, cached or not).
-    enum TextClaim: Sendable {
-        case absent
-        case wrongType
-        case value(String)
-
-        var value: String? {
             if case .value(let value) = self { return value }
             return nil
         }
@@ -40,20 +28,20 @@ public struct TokenClaims: Sendable {
     /// `nil` when the payload has a `jti` member (then the key is SHA-256(sub + "\n" + jti)).
     let signatureReplayKey: SHA256Digest.Value?
 
-    let iss: TextClaim
+    let iss: Claim<String>
     /// `aud`: an array, its members as parsed (`audAllStrings`: every member is a string). Kept as the JSON
     /// array, which the parse memo lends from token to token (`StrictJSON.StringMemo`): no array of Strings is built
     /// per token.
     let aud: Claim<[JSONValue]>
     let audAllStrings: Bool
-    let sub: TextClaim
+    let sub: Claim<String>
     /// `sub` is 1–1,024 bytes of 0x21–0x7E (`AppCheckVerifier.isHeaderSafeAppId`).
     let subIsHeaderSafe: Bool
     let exp: Claim<Double>
     let iat: Claim<Double>
     let nbf: Claim<Double>
-    let jti: TextClaim
-    let provider: TextClaim
+    let jti: Claim<String>
+    let provider: Claim<String>
     /// `risk`: App Attest's risk metric in the gateway's own tokens (judged only on routes with `max_risk`).
     let risk: Claim<Double>
     /// `cnf` (RFC 7800): the confirmation of a token bound to a key (SPEC §4.4); only `{"jkt": "<thumbprint>"}` is
@@ -97,7 +85,7 @@ public struct TokenClaims: Sendable {
 
     /// A string claim, its value moved out of the parsed member (no copy of the string).
     @inline(__always)
-    private static func string(_ json: consuming JSONValue?) -> TextClaim {
+    private static func string(_ json: consuming JSONValue?) -> Claim<String> {
         switch consume json {
         case nil: .absent
         case .string(let value)?: .value(value)
